@@ -1,0 +1,14 @@
+"""catsim: why group-relative RL forgets rare correct solutions, and how to test fixes.
+
+Subpackages:
+  catsim.theory      closed forms (Lemma 3.1, Prop. 3.2, ...) and their SymPy derivations
+  catsim.objectives  advantages, focal weights and losses shared by the simulator and the trainer
+  catsim.sim         JAX categorical-policy simulator (the paper's Figure 2)
+  catsim.llm         JAX transformer trainer (tasks, warm-up, RL, evaluation)
+  catsim.cli         the `catsim` command line
+"""
+
+from catsim.errors import CatsimError
+
+__version__ = "0.1.0"
+__all__ = ["CatsimError", "__version__"]

@@ -1,0 +1,3 @@
+from catsim.cli.main import main
+
+raise SystemExit(main())

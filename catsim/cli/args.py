@@ -1,0 +1,60 @@
+"""Parsing of the CLI's list and range arguments.
+
+Grammar of a list argument (e.g. `--n`, `--tau`): comma-separated items, each
+  - a number: `8`, `1e-3`, `0.5`
+  - an inclusive arithmetic range `start:stop[:step]` (step 1 by default): `1:512`, `0.1:0.5:0.1`
+  - a power-of-two range `2^a:2^b` (every power in between): `2^0:2^17`
+"""
+
+from __future__ import annotations
+
+import math
+
+from catsim.errors import CatsimError
+
+
+def _number(text: str, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise CatsimError(f"{name}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise CatsimError(f"{name}: {text!r} is not a finite number")
+    return value
+
+
+def parse_float_list(text: str, name: str) -> list[float]:
+    """Parse a comma list of numbers and ranges (see module docstring) into floats."""
+    items = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not item for item in items):
+        raise CatsimError(f"{name}: empty value in {text!r}")
+    values: list[float] = []
+    for item in items:
+        if ":" not in item:
+            values.append(_number(item, name))
+            continue
+        parts = item.split(":")
+        if len(parts) == 2 and all(p.strip().startswith("2^") for p in parts):
+            lo, hi = (_number(p.strip()[2:], name) for p in parts)
+            if lo != int(lo) or hi != int(hi) or hi < lo:
+                raise CatsimError(f"{name}: bad power-of-two range {item!r} (want 2^a:2^b, a <= b)")
+            values.extend(float(2 ** k) for k in range(int(lo), int(hi) + 1))
+            continue
+        if len(parts) not in (2, 3):
+            raise CatsimError(f"{name}: bad range {item!r} (want start:stop[:step])")
+        start, stop = _number(parts[0], name), _number(parts[1], name)
+        step = _number(parts[2], name) if len(parts) == 3 else 1.0
+        if step <= 0 or stop < start:
+            raise CatsimError(f"{name}: bad range {item!r} (want start <= stop, step > 0)")
+        count = int(math.floor((stop - start) / step + 1e-9)) + 1
+        values.extend(start + k * step for k in range(count))
+    return values
+
+
+def parse_int_list(text: str, name: str) -> list[int]:
+    """Parse like `parse_float_list` and require whole numbers."""
+    values = parse_float_list(text, name)
+    for value in values:
+        if value != int(value):
+            raise CatsimError(f"{name}: {value:g} is not a whole number")
+    return [int(v) for v in values]

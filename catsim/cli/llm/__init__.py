@@ -1,0 +1,14 @@
+"""`catsim llm ...`: the transformer trainer's commands, one module per subcommand."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from catsim.cli.main import _ArgumentParser, register_package
+
+    parser = subparsers.add_parser("llm", help="JAX transformer trainer: sample, sft, rl, eval, pipeline")
+    llm_sub = parser.add_subparsers(dest="llm_command", metavar="LLM_COMMAND", parser_class=_ArgumentParser)
+    register_package(llm_sub, "catsim.cli.llm")
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])

@@ -1,0 +1,64 @@
+"""Entry point of the `catsim` console script."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Sequence
+
+from catsim.errors import CatsimError
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports usage errors as one line (exit code 2), without the usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def register_package(subparsers: argparse._SubParsersAction, package: str) -> None:
+    """Import every module of `package` that defines `register` and let it add its parsers."""
+    pkg = importlib.import_module(package)
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_") or info.name == "main":
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(subparsers)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog="catsim",
+        description="Why group-relative RL forgets rare correct solutions: theory, simulator, trainer.",
+    )
+    from catsim import __version__
+
+    parser.add_argument("--version", action="version", version=f"catsim {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
+    register_package(subparsers, "catsim.cli")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func = getattr(args, "func", None)
+    if func is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(func(args) or 0)
+    except CatsimError as err:
+        print(f"catsim {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"catsim {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,9 @@
+"""User-facing errors.
+
+Every error a user can cause by bad input is a `CatsimError`: the CLI prints its message on
+one line and exits with code 2; library callers catch it as a `ValueError`.
+"""
+
+
+class CatsimError(ValueError):
+    """Invalid input or configuration; the message is one line meant for the user."""
