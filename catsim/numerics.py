@@ -10,14 +10,10 @@ import jax
 
 @contextlib.contextmanager
 def x64() -> Iterator[None]:
-    """Enable JAX float64 inside a `with` block only, restoring the caller's setting after.
+    """Enable JAX float64 inside a `with` block only (thread-local), restoring the caller's setting.
 
     catsim never flips `jax_enable_x64` globally behind a user's back; functions that need
-    float64 wrap their JAX work in this context.
+    float64 wrap their JAX work (tracing and calling) in this context.
     """
-    previous = jax.config.read("jax_enable_x64")
-    jax.config.update("jax_enable_x64", True)
-    try:
+    with jax.enable_x64(True):
         yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)

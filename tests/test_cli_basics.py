@@ -31,3 +31,13 @@ def test_unknown_command_exits_2(capsys):
         main(["no-such-command"])
     assert exc.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_x64_is_local():
+    import jax.numpy as jnp
+
+    from catsim.numerics import x64
+
+    with x64():
+        assert jnp.ones(1).dtype == jnp.float64
+    assert jnp.ones(1).dtype == jnp.float32
