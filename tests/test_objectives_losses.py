@@ -183,7 +183,9 @@ def test_cispo_weight_is_clipped_and_stop_gradient():
     assert float(g) == pytest.approx(-12.0, rel=1e-6)
     # ρ = 0.3, default ε_low = 1.0 → lower bound 0, weight 0.3; with ε_low = 0.2 → 0.8
     logp = jnp.log(jnp.float32(0.3))
-    assert float(jax.grad(lambda lp: L.cispo_loss(lp, old, a))(logp)) == pytest.approx(-0.6, rel=1e-6)
+    assert float(jax.grad(lambda lp: L.cispo_loss(lp, old, a))(logp)) == pytest.approx(
+        -0.6, rel=1e-6
+    )
     g = jax.grad(lambda lp: L.cispo_loss(lp, old, a, clip_low=0.2))(logp)
     assert float(g) == pytest.approx(-1.6, rel=1e-6)
 
@@ -194,10 +196,14 @@ def test_on_policy_surrogates_equal_reinforce_gradient():
     with x64():
         z0 = jnp.asarray(Z6)
         old = L.action_log_probs(z0, DRAWS)
-        ref = jax.grad(lambda z: L.token_mean(L.reinforce_loss(L.action_log_probs(z, DRAWS), a)))(z0)
+        ref = jax.grad(lambda z: L.token_mean(L.reinforce_loss(L.action_log_probs(z, DRAWS), a)))(
+            z0
+        )
         for name in ("grpo", "dapo", "cispo", "reinforce"):
             fn = L.SURROGATES[name]
-            g = jax.grad(lambda z, fn=fn: L.token_mean(fn(L.action_log_probs(z, DRAWS), old, a)))(z0)
+            g = jax.grad(lambda z, fn=fn: L.token_mean(fn(L.action_log_probs(z, DRAWS), old, a)))(
+                z0
+            )
             np.testing.assert_allclose(g, ref, atol=1e-14, err_msg=name)
 
 
@@ -271,7 +277,9 @@ def test_jit_matches_eager():
     mask = jnp.asarray(rng.integers(0, 2, size=(3, 4)), dtype=jnp.float32)
     for name, fn in L.SURROGATES.items():
         eager = L.token_mean(fn(logp, old, a), mask)
-        jitted = jax.jit(lambda lp, o, aa, m, fn=fn: L.token_mean(fn(lp, o, aa), m))(logp, old, a, mask)
+        jitted = jax.jit(lambda lp, o, aa, m, fn=fn: L.token_mean(fn(lp, o, aa), m))(
+            logp, old, a, mask
+        )
         np.testing.assert_allclose(jitted, eager, rtol=1e-6, err_msg=name)
     for fn in (L.kl_k1, L.kl_k3):
         np.testing.assert_allclose(jax.jit(fn)(logp, old), fn(logp, old), rtol=1e-6)

@@ -69,9 +69,7 @@ def warmup_gamma(step, gamma, warmup_steps, gamma_start=0.0):
     """Linear increase of γ from `gamma_start` at step 0 to `gamma` at `warmup_steps`, then flat."""
     step = jnp.asarray(step, dtype=jnp.result_type(float))
     # warmup_steps = 0 means "no warm-up": γ from step 0.
-    frac = jnp.where(
-        warmup_steps > 0, jnp.clip(step / jnp.maximum(warmup_steps, 1), 0.0, 1.0), 1.0
-    )
+    frac = jnp.where(warmup_steps > 0, jnp.clip(step / jnp.maximum(warmup_steps, 1), 0.0, 1.0), 1.0)
     return gamma_start + (gamma - gamma_start) * frac
 
 
@@ -102,7 +100,7 @@ class GammaSchedule:
     """Which γ to use at a step. Call as `schedule(step, success_rate=None) -> γ` (jittable)."""
 
     kind: str = "constant"  # one of "constant", "warmup", "curriculum", "switch"
-    gamma: float = 0.0  # target γ: the constant, the end of the warm-up/ramp, the value after the switch
+    gamma: float = 0.0  # target γ: the constant, the end of warm-up/ramp, the value after a switch
     gamma_start: float = 0.0  # γ at step 0 of the warm-up / below `success_low` in the curriculum
     warmup_steps: int = 0  # "warmup": steps of the linear increase from gamma_start to gamma
     switch_step: int = 0  # "switch": first step that uses gamma (γ = 0, plain GRPO, before it)
@@ -111,7 +109,9 @@ class GammaSchedule:
 
     def __post_init__(self):
         if self.kind not in _KINDS:
-            raise CatsimError(f"unknown gamma schedule {self.kind!r}; choose one of {', '.join(_KINDS)}")
+            raise CatsimError(
+                f"unknown gamma schedule {self.kind!r}; choose one of {', '.join(_KINDS)}"
+            )
         v.check_nonnegative("gamma", self.gamma)
         v.check_nonnegative("gamma_start", self.gamma_start)
         if int(self.warmup_steps) != self.warmup_steps or self.warmup_steps < 0:
@@ -128,7 +128,11 @@ class GammaSchedule:
     @property
     def max_gamma(self) -> float:
         """The largest γ this schedule can return (for the m_γ control and for labels)."""
-        return max(self.gamma, self.gamma_start) if self.kind in ("warmup", "curriculum") else self.gamma
+        return (
+            max(self.gamma, self.gamma_start)
+            if self.kind in ("warmup", "curriculum")
+            else self.gamma
+        )
 
     def __call__(self, step, success_rate=None):
         if self.kind == "constant":
@@ -166,7 +170,9 @@ def low_lr_multiplier(gamma: float) -> float:
     """
     g = v.concrete_float(gamma)
     if g is None:
-        raise CatsimError("gamma for low_lr_multiplier must be a concrete number, not a traced value")
+        raise CatsimError(
+            "gamma for low_lr_multiplier must be a concrete number, not a traced value"
+        )
     if not (math.isfinite(g) and g >= 0.0):
         raise CatsimError(f"gamma must be a finite number >= 0, got {g}")
     return float(special.beta(1.5, g + 1.5) / special.beta(1.5, 1.5))
