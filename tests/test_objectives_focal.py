@@ -119,3 +119,8 @@ def test_mean_abs_grpo_advantage_equals_group_mean(n, x):
     mu = x / n
     assert group_mean == pytest.approx(2 * math.sqrt(mu * (1 - mu)), rel=1e-6)
     assert float(focal.mean_abs_grpo_advantage(mu)) == pytest.approx(group_mean, rel=1e-6)
+
+
+def test_curriculum_function_rejects_empty_ramp():
+    with pytest.raises(CatsimError, match="success_low < success_high"):
+        focal.curriculum_gamma(0.5, 1.0, 0.5, 0.5)

@@ -81,6 +81,9 @@ def curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start
     once most prompts are solved, down-weighting the easy ones is what protects rare solutions.
     The caller decides which success rate to feed (the batch mean of μ̂, or a running average).
     """
+    lo, hi = v.concrete_float(success_low), v.concrete_float(success_high)
+    if lo is not None and hi is not None and not lo < hi:
+        raise CatsimError(f"curriculum needs success_low < success_high, got {lo} >= {hi}")
     s = jnp.asarray(success_rate, dtype=jnp.result_type(float))
     frac = jnp.clip((s - success_low) / (success_high - success_low), 0.0, 1.0)
     return gamma_start + (gamma - gamma_start) * frac
