@@ -16,10 +16,13 @@ What is where
     binary_group_advantages(num_correct, group_size, *, reward_correct=1.0, reward_wrong=0.0,
                             normalise_std=False, eps=0.0) -> (A_correct, A_wrong)   from counts
     batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False) -> same shape
+    ADVANTAGES: {"mean_centred", "grpo", "dr_grpo"} -> f(rewards_N) -> [N]
 
 `focal` — F-GRPO (§4) and the App. N control:
     focal_weight(success_rate, gamma) -> g = (1 − μ̂)^γ   (0^0 = 1: γ = 0 is GRPO)
     apply_focal(advantages_N, success_rate, gamma) -> [N]
+    focal_group_advantages(rewards_N, gamma, *, kind="grpo", reward_correct=1.0,
+                           reward_wrong=0.0, eps=1e-6) -> [N]      μ̂ and A from the same rewards
     constant_gamma(step, gamma); warmup_gamma(step, gamma, warmup_steps, gamma_start=0.0)
     curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0)
     switch_gamma(step, gamma, switch_step)                  γ = 0 before switch_step (GRPO→F-GRPO)
@@ -75,7 +78,7 @@ What is where
         -> optax.GradientTransformation   (= optax.clip_by_global_norm above the lower threshold)
 
 Typical use (one group; vmap over groups):
-    A = apply_focal(grpo(rewards_N), success_rate(rewards_N), gamma)
+    A = focal_group_advantages(rewards_N, gamma)    # = apply_focal(grpo(r), success_rate(r), γ)
     loss = token_mean(ppo_clip_loss(logp_BxT, old_logp_BxT, A[:, None] * ones_T), mask_BxT)
 Categorical simulator, counts c_V of N draws with per-action advantage A_V:
     loss = token_mean(reinforce_loss(jax.nn.log_softmax(z_V), A_V), c_V)   # = (1/N)Σ_j over draws

@@ -28,6 +28,7 @@ __all__ = [
     "dr_grpo",
     "binary_group_advantages",
     "batch_renormalise",
+    "ADVANTAGES",
 ]
 
 
@@ -192,3 +193,11 @@ def batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False):
     denom = std + eps
     safe = jnp.where(denom > 0, denom, 1.0)
     return jnp.where(denom > 0, centred / safe, jnp.zeros_like(centred))
+
+
+# Name -> f(rewards_N) -> [N] with the defaults above, for CLIs and method tables.
+ADVANTAGES = {
+    "mean_centred": mean_centred,
+    "grpo": grpo,
+    "dr_grpo": dr_grpo,
+}
