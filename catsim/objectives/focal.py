@@ -1,0 +1,178 @@
+"""F-GRPO focal weight g = (1 − μ̂)^γ, γ schedules, and the low-learning-rate control (App. N).
+
+F-GRPO (arXiv 2602.06717, §4) multiplies every advantage of a group by g = (1 − μ̂)^γ, where μ̂ is
+the group's success rate (`advantages.success_rate`). Groups the policy already solves (μ̂ → 1)
+are down-weighted, so rare correct solutions of hard prompts keep more of the gradient.
+γ = 0 is plain GRPO (0^0 = 1 by convention, so a fully solved group keeps g = 1 at γ = 0).
+
+The App. N control matches the *average* focal reduction with a smaller learning rate:
+mean|A^GRPO| = 2·sqrt(μ(1−μ)) for binary rewards (population std), and averaging the focal
+factor against it over μ ~ U(0, 1) gives m_γ = B(3/2, γ+3/2)/B(3/2, 3/2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import jax.numpy as jnp
+from scipy import special
+
+from catsim.errors import CatsimError
+from catsim.objectives import _validate as v
+
+__all__ = [
+    "focal_weight",
+    "apply_focal",
+    "constant_gamma",
+    "warmup_gamma",
+    "curriculum_gamma",
+    "switch_gamma",
+    "GammaSchedule",
+    "low_lr_multiplier",
+    "mean_abs_grpo_advantage",
+]
+
+
+def focal_weight(success_rate, gamma):
+    """g = (1 − μ̂)^γ (F-GRPO §4). Shapes broadcast; usually [] per group.
+
+    Args:
+      success_rate: μ̂ in [0, 1] (values outside are clipped, guarding graded-reward rounding).
+      gamma: γ ≥ 0.
+
+    Returns:
+      g in [0, 1]; g = 1 for γ = 0 at every μ̂ (including μ̂ = 1), g = 0 at μ̂ = 1 for γ > 0.
+    """
+    v.check_nonnegative("gamma", gamma)
+    base = jnp.clip(1.0 - jnp.asarray(success_rate), 0.0, 1.0)
+    # jnp.power(0, 0) == 1, which is the convention that makes γ = 0 exactly GRPO.
+    return jnp.power(base, gamma)
+
+
+def apply_focal(advantages_N, success_rate, gamma):
+    """A^F_j = (1 − μ̂)^γ · A_j for one group: [N], [], [] -> [N] (F-GRPO, F-DAPO, F-CISPO)."""
+    v.check_rank("advantages_N", advantages_N, 1)
+    return focal_weight(success_rate, gamma) * jnp.asarray(advantages_N)
+
+
+# --- γ schedules: pure functions of the step (and, for the curriculum, of a success rate) ---
+
+
+def constant_gamma(step, gamma):
+    """γ_t = γ for every step (the paper's setting)."""
+    del step
+    return jnp.asarray(gamma, dtype=jnp.result_type(float))
+
+
+def warmup_gamma(step, gamma, warmup_steps, gamma_start=0.0):
+    """Linear increase of γ from `gamma_start` at step 0 to `gamma` at `warmup_steps`, then flat."""
+    step = jnp.asarray(step, dtype=jnp.result_type(float))
+    # warmup_steps = 0 means "no warm-up": γ from step 0.
+    frac = jnp.where(warmup_steps > 0, jnp.clip(step / jnp.maximum(warmup_steps, 1), 0.0, 1.0), 1.0)
+    return gamma_start + (gamma - gamma_start) * frac
+
+
+def curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0):
+    """γ as a ramp in the batch success rate: `gamma_start` below `success_low`, `gamma` above
+    `success_high`, linear in between.
+
+    Rationale: while the policy solves little, the focal weight mostly rescales the learning rate;
+    once most prompts are solved, down-weighting the easy ones is what protects rare solutions.
+    The caller decides which success rate to feed (the batch mean of μ̂, or a running average).
+    """
+    s = jnp.asarray(success_rate, dtype=jnp.result_type(float))
+    frac = jnp.clip((s - success_low) / (success_high - success_low), 0.0, 1.0)
+    return gamma_start + (gamma - gamma_start) * frac
+
+
+def switch_gamma(step, gamma, switch_step):
+    """GRPO-then-F-GRPO: γ = 0 for step < `switch_step`, then `gamma`."""
+    step = jnp.asarray(step)
+    return jnp.where(step < switch_step, 0.0, gamma).astype(jnp.result_type(float))
+
+
+_KINDS = ("constant", "warmup", "curriculum", "switch")
+
+
+@dataclasses.dataclass(frozen=True)
+class GammaSchedule:
+    """Which γ to use at a step. Call as `schedule(step, success_rate=None) -> γ` (jittable)."""
+
+    kind: str = "constant"  # one of "constant", "warmup", "curriculum", "switch"
+    gamma: float = 0.0  # target γ: the constant, the end of warm-up/ramp, the value after a switch
+    gamma_start: float = 0.0  # γ at step 0 of the warm-up / below `success_low` in the curriculum
+    warmup_steps: int = 0  # "warmup": steps of the linear increase from gamma_start to gamma
+    switch_step: int = 0  # "switch": first step that uses gamma (γ = 0, plain GRPO, before it)
+    success_low: float = 0.3  # "curriculum": success rate at or below which γ = gamma_start
+    success_high: float = 0.7  # "curriculum": success rate at or above which γ = gamma
+
+    def __post_init__(self):
+        if self.kind not in _KINDS:
+            raise CatsimError(
+                f"unknown gamma schedule {self.kind!r}; choose one of {', '.join(_KINDS)}"
+            )
+        v.check_nonnegative("gamma", self.gamma)
+        v.check_nonnegative("gamma_start", self.gamma_start)
+        if int(self.warmup_steps) != self.warmup_steps or self.warmup_steps < 0:
+            raise CatsimError(f"warmup_steps must be a whole number >= 0, got {self.warmup_steps}")
+        if int(self.switch_step) != self.switch_step or self.switch_step < 0:
+            raise CatsimError(f"switch_step must be a whole number >= 0, got {self.switch_step}")
+        v.check_in_closed("success_low", self.success_low, 0.0, 1.0)
+        v.check_in_closed("success_high", self.success_high, 0.0, 1.0)
+        if self.kind == "curriculum" and not self.success_low < self.success_high:
+            raise CatsimError(
+                f"curriculum needs success_low < success_high, got {self.success_low} >= {self.success_high}"
+            )
+
+    @property
+    def max_gamma(self) -> float:
+        """The largest γ this schedule can return (for the m_γ control and for labels)."""
+        return (
+            max(self.gamma, self.gamma_start)
+            if self.kind in ("warmup", "curriculum")
+            else self.gamma
+        )
+
+    def __call__(self, step, success_rate=None):
+        if self.kind == "constant":
+            return constant_gamma(step, self.gamma)
+        if self.kind == "warmup":
+            return warmup_gamma(step, self.gamma, self.warmup_steps, self.gamma_start)
+        if self.kind == "switch":
+            return switch_gamma(step, self.gamma, self.switch_step)
+        if success_rate is None:
+            raise CatsimError("the curriculum gamma schedule needs the batch success rate")
+        return curriculum_gamma(
+            success_rate, self.gamma, self.success_low, self.success_high, self.gamma_start
+        )
+
+
+# --- App. N: the GRPO low-learning-rate control ---
+
+
+def mean_abs_grpo_advantage(success_rate):
+    """E|A^GRPO| = 2·sqrt(μ(1−μ)) over one binary group with population std and ε = 0.
+
+    Correct draws get sqrt((1−μ)/μ), wrong ones −sqrt(μ/(1−μ)); weighting by μ and 1−μ gives the
+    formula. It is 0 at μ ∈ {0, 1} (inactive groups).
+    """
+    mu = jnp.clip(jnp.asarray(success_rate), 0.0, 1.0)
+    return 2.0 * jnp.sqrt(mu * (1.0 - mu))
+
+
+def low_lr_multiplier(gamma: float) -> float:
+    """m_γ = B(3/2, γ+3/2)/B(3/2, 3/2) = (4/√π)·Γ(γ+3/2)/Γ(γ+3) (F-GRPO App. N).
+
+    The ratio ∫ (1−μ)^γ·sqrt(μ(1−μ)) dμ / ∫ sqrt(μ(1−μ)) dμ over μ ∈ [0, 1]: the average focal
+    reduction of the gradient scale under a uniform spread of success rates. The GRPO control runs
+    at lr·m_γ (m_0.5 ≈ 0.679 → 6.8e-7 for a base lr of 1e-6). Host-side (SciPy), returns a float.
+    """
+    g = v.concrete_float(gamma)
+    if g is None:
+        raise CatsimError(
+            "gamma for low_lr_multiplier must be a concrete number, not a traced value"
+        )
+    if not (math.isfinite(g) and g >= 0.0):
+        raise CatsimError(f"gamma must be a finite number >= 0, got {g}")
+    return float(special.beta(1.5, g + 1.5) / special.beta(1.5, 1.5))

@@ -1,0 +1,253 @@
+"""Policy-gradient surrogate losses, regularisers and their aggregation — shared by the categorical
+simulator and the LLM trainer.
+
+Every per-token function is ELEMENTWISE: it takes arrays of one common shape and returns the
+per-token LOSS (to minimise; the negative of the paper's objective) of that shape. The same call
+serves both users:
+
+  * categorical simulator: one "token" per sample. `logp_N = action_log_probs(logits_V, actions_N)`,
+    loss terms [N], then `token_mean(terms_N)` = (1/N)·Σ_j (the paper's 1/N). With sample counts
+    c_V instead of draws, `token_mean(terms_V, counts_V)` is the same number (repeats counted).
+  * transformer trainer: per-token log-probs [B, T] with a response mask [B, T], then
+    `token_mean` (GRPO/DAPO/CISPO in the paper, App. B), `sequence_mean` (original GRPO), or
+    `token_sum_constant` (Dr.GRPO).
+
+Legend: V actions/vocabulary, N rollouts in a group, B sequences, T tokens. `logp` = log π_θ(o)
+under the parameters being optimised, `old_logp` = log π_old(o) of the behaviour policy that
+sampled o (PPO epochs), `ref_logp` = log π_ref(o) of a frozen reference (KL penalty).
+
+Gradients (checked in tests/test_objectives_losses.py on a 6-action softmax, p = softmax(z)):
+  linear surrogate (App. J, eq. 5):  −∇_z (1/N)Σ_j w_j p_{o_j}      = −(1/N)Σ_j w_j p_{o_j}(e_{o_j} − p)
+  REINFORCE:                          −∇_z (1/N)Σ_j w_j log p_{o_j}  = −(1/N)Σ_j w_j (e_{o_j} − p)
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from catsim.errors import CatsimError
+from catsim.objectives import _validate as v
+
+__all__ = [
+    "action_log_probs",
+    "linear_prob_surrogate_loss",
+    "reinforce_loss",
+    "ppo_clip_loss",
+    "dapo_clip_loss",
+    "cispo_loss",
+    "ppo_clip_fractions",
+    "cispo_clip_fraction",
+    "kl_k1",
+    "kl_k3",
+    "categorical_kl",
+    "entropy",
+    "token_mean",
+    "sequence_mean",
+    "token_sum_constant",
+    "SURROGATES",
+]
+
+
+def action_log_probs(logits, actions):
+    """log softmax(logits)[action]: the log-probabilities of chosen actions/tokens.
+
+    Args:
+      logits: [V] (one categorical policy, shared by all draws) or [..., V] (one distribution per
+        position, e.g. [B, T, V]).
+      actions: int array. With logits [V], any shape (e.g. [N] draws). With logits [..., V], the
+        leading shape [...] (e.g. [B, T] tokens).
+
+    Returns:
+      float array of `actions`' shape.
+    """
+    logits = jnp.asarray(logits)
+    actions = jnp.asarray(actions)
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    if logits.ndim == 1:
+        return log_p[actions]
+    if logits.shape[:-1] != actions.shape:
+        raise CatsimError(
+            f"actions shape {actions.shape} must equal logits shape without the last axis "
+            f"{logits.shape[:-1]}"
+        )
+    return jnp.take_along_axis(log_p, actions[..., None], axis=-1)[..., 0]
+
+
+# --- per-token surrogate losses (elementwise; negative objectives) ---
+
+
+def linear_prob_surrogate_loss(logp, advantages):
+    """−A·π(o): the paper's linear probability surrogate (App. J; BroRL; gradient = eq. 5).
+
+    Ascending (1/N)Σ_j r̃_j p_{o_j} moves logits by Δz_i = (η/N)·Σ_j r̃_j p_{o_j}(δ_{i o_j} − p_i),
+    which for distinct sampled actions is eq. 5's (η/N)·p_i(R_i − S_R) (Prop. 3.2 holds for this
+    rule only). `advantages` are treated as constants.
+    """
+    v.check_same_shape(logp=logp, advantages=advantages)
+    return -jax.lax.stop_gradient(advantages) * jnp.exp(logp)
+
+
+def reinforce_loss(logp, advantages):
+    """−A·log π(o): log-prob REINFORCE (the policy gradient of GRPO at ratio 1)."""
+    v.check_same_shape(logp=logp, advantages=advantages)
+    return -jax.lax.stop_gradient(advantages) * logp
+
+
+def ppo_clip_loss(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.2):
+    """PPO/GRPO clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π/π_old (App. B).
+
+    GRPO uses ε_low = ε_high = 0.2; DAPO's clip-higher uses (0.2, 0.28) (`dapo_clip_loss`).
+    At ρ = 1 (first PPO epoch, on-policy) the value and gradient equal `reinforce_loss`'s.
+    """
+    v.check_same_shape(logp=logp, old_logp=old_logp, advantages=advantages)
+    v.check_nonnegative("clip_low", clip_low)
+    v.check_nonnegative("clip_high", clip_high)
+    adv = jax.lax.stop_gradient(advantages)
+    ratio = jnp.exp(logp - jax.lax.stop_gradient(old_logp))
+    clipped = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high)
+    return -jnp.minimum(ratio * adv, clipped * adv)
+
+
+def dapo_clip_loss(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.28):
+    """DAPO clip-higher: `ppo_clip_loss` with the decoupled bounds (0.2, 0.28) (Yu et al. 2025)."""
+    return ppo_clip_loss(logp, old_logp, advantages, clip_low=clip_low, clip_high=clip_high)
+
+
+def cispo_loss(logp, old_logp, advantages, *, clip_low=1.0, clip_high=5.0):
+    """CISPO: −sg(clip(ρ, 1−ε_low, 1+ε_high))·A·log π(o) (MiniMax-M1; F-GRPO App. B bounds 1.0/5.0).
+
+    Unlike PPO clipping, no token loses its gradient: only the importance weight is clipped and
+    held constant. With ε_low = 1.0 the lower bound is 0 (no lower clipping).
+    """
+    v.check_same_shape(logp=logp, old_logp=old_logp, advantages=advantages)
+    v.check_nonnegative("clip_low", clip_low)
+    v.check_nonnegative("clip_high", clip_high)
+    ratio = jnp.exp(logp - old_logp)
+    weight = jax.lax.stop_gradient(jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high))
+    return -weight * jax.lax.stop_gradient(advantages) * logp
+
+
+def ppo_clip_fractions(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.2):
+    """Where PPO clipping is active, i.e. the token's gradient is zeroed. Elementwise.
+
+    Returns:
+      (low, high): float 0/1 arrays. `low` = ρ < 1−ε_low with A < 0; `high` = ρ > 1+ε_high with
+      A > 0. Aggregate with `token_mean(low, mask)` for the clip fractions to log.
+    """
+    v.check_same_shape(logp=logp, old_logp=old_logp, advantages=advantages)
+    ratio = jnp.exp(logp - old_logp)
+    low = (ratio < 1.0 - clip_low) & (advantages < 0)
+    high = (ratio > 1.0 + clip_high) & (advantages > 0)
+    dtype = jnp.result_type(float)
+    return low.astype(dtype), high.astype(dtype)
+
+
+def cispo_clip_fraction(logp, old_logp, *, clip_low=1.0, clip_high=5.0):
+    """Where CISPO's importance weight is clipped (ρ outside [1−ε_low, 1+ε_high]). Elementwise 0/1."""
+    v.check_same_shape(logp=logp, old_logp=old_logp)
+    ratio = jnp.exp(logp - old_logp)
+    clipped = (ratio < 1.0 - clip_low) | (ratio > 1.0 + clip_high)
+    return clipped.astype(jnp.result_type(float))
+
+
+# --- regularisers ---
+
+
+def kl_k1(logp, ref_logp):
+    """k1 estimator of KL(π‖π_ref) per sampled token: log π(o) − log π_ref(o) (o ~ π). Unbiased,
+    can be negative per token. Loss term: β·kl_k1."""
+    v.check_same_shape(logp=logp, ref_logp=ref_logp)
+    return logp - jax.lax.stop_gradient(ref_logp)
+
+
+def kl_k3(logp, ref_logp):
+    """k3 estimator (Schulman 2020; GRPO's KL): π_ref/π − log(π_ref/π) − 1 ≥ 0 per sampled token."""
+    v.check_same_shape(logp=logp, ref_logp=ref_logp)
+    log_ratio = jax.lax.stop_gradient(ref_logp) - logp
+    return jnp.expm1(log_ratio) - log_ratio
+
+
+def categorical_kl(logits, ref_logits):
+    """Exact KL(softmax(logits) ‖ softmax(ref_logits)) over the last axis: [..., V] -> [...].
+
+    For the simulator, which can afford the full sum over V instead of a sampled estimator.
+    """
+    v.check_same_shape(logits=logits, ref_logits=ref_logits)
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    log_q = jax.nn.log_softmax(jax.lax.stop_gradient(ref_logits), axis=-1)
+    return jnp.sum(jnp.exp(log_p) * (log_p - log_q), axis=-1)
+
+
+def entropy(logits):
+    """Shannon entropy (nats) of softmax(logits) over the last axis: [..., V] -> [...].
+
+    Entropy bonus: add −coef·entropy to the loss (the paper tunes coef in {1e-4, 1e-3}).
+    """
+    log_p = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
+# --- aggregation ---
+
+
+def token_mean(per_token, mask=None):
+    """Σ mask·loss / Σ mask over ALL entries (token-mean; DAPO, the paper's App. B). [...] -> [].
+
+    `mask` may hold non-negative weights, e.g. sample counts: `token_mean(loss_V, counts_V)` equals
+    the per-draw mean (1/N)Σ_j loss_{o_j}. An all-zero mask gives 0.
+    """
+    per_token = jnp.asarray(per_token)
+    if mask is None:
+        return jnp.mean(per_token)
+    v.check_same_shape(per_token=per_token, mask=mask)
+    mask = jnp.asarray(mask, dtype=per_token.dtype)
+    return jnp.sum(per_token * mask) / jnp.maximum(jnp.sum(mask), jnp.finfo(per_token.dtype).tiny)
+
+
+def sequence_mean(per_token_BxT, mask_BxT):
+    """Mean over sequences of each sequence's token mean (original GRPO, 1/|o_i| per sequence).
+
+    [B, T], [B, T] -> []. Sequences without valid tokens are left out of the outer mean.
+    """
+    v.check_rank("per_token_BxT", per_token_BxT, 2)
+    v.check_same_shape(per_token_BxT=per_token_BxT, mask_BxT=mask_BxT)
+    mask = jnp.asarray(mask_BxT, dtype=jnp.asarray(per_token_BxT).dtype)
+    lengths = jnp.sum(mask, axis=-1)
+    per_seq = jnp.sum(per_token_BxT * mask, axis=-1) / jnp.maximum(lengths, 1.0)
+    has_tokens = (lengths > 0).astype(per_seq.dtype)
+    return jnp.sum(per_seq * has_tokens) / jnp.maximum(jnp.sum(has_tokens), 1.0)
+
+
+def token_sum_constant(per_token_BxT, mask_BxT, max_length):
+    """Dr.GRPO aggregation: Σ mask·loss / (B·max_length), a length-independent constant normaliser.
+
+    [B, T], [B, T], int -> []. `max_length` is the generation budget (≥ 1), not the batch's T.
+    """
+    v.check_rank("per_token_BxT", per_token_BxT, 2)
+    v.check_same_shape(per_token_BxT=per_token_BxT, mask_BxT=mask_BxT)
+    v.check_positive("max_length", max_length)
+    mask = jnp.asarray(mask_BxT, dtype=jnp.asarray(per_token_BxT).dtype)
+    batch = per_token_BxT.shape[0]
+    return jnp.sum(per_token_BxT * mask) / (batch * max_length)
+
+
+def _linear(logp, old_logp, advantages):
+    del old_logp
+    return linear_prob_surrogate_loss(logp, advantages)
+
+
+def _reinforce(logp, old_logp, advantages):
+    del old_logp
+    return reinforce_loss(logp, advantages)
+
+
+# Uniform signature (logp, old_logp, advantages) -> per-token loss, with the paper's defaults,
+# for CLIs and method tables. Each entry is one of the functions above, nothing more.
+SURROGATES = {
+    "linear": _linear,
+    "reinforce": _reinforce,
+    "grpo": ppo_clip_loss,
+    "dapo": dapo_clip_loss,
+    "cispo": cispo_loss,
+}
