@@ -32,6 +32,7 @@ against the gradient path in `catsim.checks.mass_redistribution`): `prop32_dqupo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -240,15 +241,22 @@ def _loss(logits_V, correct_V, draws_N, config: MassStepConfig):
 
 def logit_step(logits: Any, correct_mask: Any, draws: Any, config: MassStepConfig) -> np.ndarray:
     """Δz = -η ∇_z loss(z) for one group, float64 [V] (jax.grad of the shared surrogate)."""
-    import jax
     import jax.numpy as jnp
 
     from catsim.numerics import x64
 
     with x64():
         z = jnp.asarray(logits, dtype=jnp.float64)
-        grad = jax.grad(_loss)(z, jnp.asarray(correct_mask), jnp.asarray(draws), config)
+        grad = _jitted_grad()(z, jnp.asarray(correct_mask), jnp.asarray(draws), config)
         return -config.eta * np.asarray(grad)
+
+
+@functools.cache
+def _jitted_grad():
+    import jax
+
+    # config (a frozen dataclass) is static: one compilation per rule/advantage/hyper-parameters.
+    return jax.jit(jax.grad(_loss), static_argnums=3)
 
 
 def first_order_change(probs: Any, dz: Any, subset_mask: Any) -> tuple[float, float, float]:
