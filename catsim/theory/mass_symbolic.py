@@ -59,7 +59,11 @@ def _normalised(expr: sp.Expr) -> sp.Expr:
 
 
 def _zero(expr: sp.Expr) -> sp.Expr:
-    return sp.simplify(sp.expand(_normalised(expr)))
+    """Canonical form of a polynomial residual after Σp = 1: expanded, with η/N cleared.
+
+    All p-level residuals here are polynomials in p, R, c (times η/N), so full expansion decides
+    whether they vanish; no heuristic `simplify` is needed (and a non-zero residual stays cheap)."""
+    return sp.expand(sp.cancel(sp.expand(_normalised(expr)) * N / eta)) * eta / N
 
 
 def _block_sum(name: str, power: int = 1) -> sp.Expr:
