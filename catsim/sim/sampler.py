@@ -38,6 +38,25 @@ def choose_sampler(method: str, group_size: int) -> str:
     return method
 
 
+def _row_prefix_sums(x_MxK):
+    """Inclusive prefix sums along the last axis as one matmul with an upper-triangular ones
+    matrix. XLA's CPU `cumsum` is a quadratic reduce-window and its associative scan compiles
+    slowly; a float32 GEMM is fast, exact float32 arithmetic and pairwise-accurate enough."""
+    k = x_MxK.shape[-1]
+    upper_KxK = jnp.triu(jnp.ones((k, k), x_MxK.dtype))
+    return jnp.matmul(x_MxK, upper_KxK, precision=jax.lax.Precision.HIGHEST)
+
+
+def _prefix_sum(x_M, width: int = 32):
+    """Inclusive prefix sum of a 1-D array, two-level (rows of `width`) with `_row_prefix_sums`."""
+    m = x_M.shape[0]
+    rows = -(-m // width)
+    within = _row_prefix_sums(jnp.pad(x_M, (0, rows * width - m)).reshape(rows, width))
+    totals = within[:, -1]
+    offsets = _row_prefix_sums(totals[None, :])[0] - totals
+    return (within + offsets[:, None]).reshape(-1)[:m]
+
+
 def _blocks(p_V, block_size):
     v = p_V.shape[0]
     num_blocks = -(-v // block_size)
@@ -55,13 +74,13 @@ def sample_actions_blocked(key, p_V, group_size: int, block_size: int = BLOCK_SI
     """N i.i.d. draws from p (need not be normalised) by two-level inverse CDF. -> [N] int32."""
     p_BxK = _blocks(p_V, block_size)
     mass_B = jnp.sum(p_BxK, axis=1)
-    cum_B = jnp.cumsum(mass_B)
+    cum_B = _prefix_sum(mass_B)
     u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cum_B[-1]
     # First block whose inclusive prefix exceeds u, so cum_B[b−1] <= u and r >= 0 exactly.
     b_N = jnp.clip(jnp.searchsorted(cum_B, u_N, side="right"), 0, cum_B.shape[0] - 1)
     r_N = u_N - jnp.where(b_N > 0, cum_B[jnp.maximum(b_N - 1, 0)], 0.0)
     rows_NxK = p_BxK[b_N]
-    within_NxK = jnp.cumsum(rows_NxK, axis=1)
+    within_NxK = _row_prefix_sums(rows_NxK)
     j_N = jnp.sum(within_NxK <= r_N[:, None], axis=1)
     # Rounding can leave r at or above the row's computed total: take its last positive action.
     j_N = jnp.minimum(j_N, _last_positive(rows_NxK))
@@ -71,8 +90,8 @@ def sample_actions_blocked(key, p_V, group_size: int, block_size: int = BLOCK_SI
 def two_level_cdf(p_V, block_size: int = BLOCK_SIZE):
     """Inclusive prefix sums of p over V, as per-block prefix sums plus block offsets. -> [B·K]."""
     p_BxK = _blocks(p_V, block_size)
-    within_BxK = jnp.cumsum(p_BxK, axis=1)
-    offset_B = jnp.cumsum(within_BxK[:, -1]) - within_BxK[:, -1]
+    within_BxK = _row_prefix_sums(p_BxK)
+    offset_B = _prefix_sum(within_BxK[:, -1]) - within_BxK[:, -1]
     return (within_BxK + offset_B[:, None]).reshape(-1)
 
 
