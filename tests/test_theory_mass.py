@@ -120,6 +120,16 @@ def test_monte_carlo_expectation_over_groups():
     assert checks.monte_carlo_change_z(p, mask, 3, checks.CONFIGS[4], 200, seed=11) < checks.MC_Z_TOL
 
 
+def test_simulator_update_matches_gradient_path():
+    assert checks.simulator_step_error(cases=1) < 1e-10
+
+
+def test_monte_carlo_with_simulator_update():
+    p = np.array([0.35, 0.05, 0.1, 0.25, 0.15, 0.1])
+    mask = np.array([True, True, True, False, False, False])
+    assert checks.monte_carlo_change_z(p, mask, 3, checks.CONFIGS[2], 150, seed=12, simulator=True) < checks.MC_Z_TOL
+
+
 def test_grpo_special_case_signs():
     rng = np.random.default_rng(2)
     for _ in range(20):
