@@ -221,3 +221,10 @@ def test_joint_sample_small(tmp_path):
         assert 0 <= s.share_rise_fall <= 1
     paths = save(figure_joint_changes(samples, config), tmp_path, "joint", formats=("png",))
     assert paths[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_prints_derivations(capsys):
+    assert main(["mass-step", "--derivations"]) == 0
+    out = capsys.readouterr().out
+    assert "Prop. 3.2 (dQu,pos, eq. 5 rule)" in out and "residual = 0" in out
+    assert "S_R" in out.split("Prop. 3.2 =")[1]  # the non-zero REINFORCE residual is printed
