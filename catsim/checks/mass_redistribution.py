@@ -328,7 +328,8 @@ def run(quick: bool) -> Iterator[CheckResult]:
         draws = np.random.default_rng(100 + i).choice(p_init.size, n, p=p_init)
         for config in (CONFIGS[0], CONFIGS[2], CONFIGS[4]):
             spread = max(spread, slope_spread(p_init, mask_init, draws, config))
-    yield CheckResult(f"Exact vs first order: spread of error/eta^2, paper init V=128000, N in {ns}", spread, SLOPE_TOL)
+    sizes = "/".join(map(str, ns))
+    yield CheckResult(f"Exact vs first order: error/eta^2 spread, paper init, N={sizes}", spread, SLOPE_TOL)
 
     p_small = np.array([0.35, 0.05, 0.1, 0.25, 0.15, 0.1])
     mask_small = np.array([True, True, True, False, False, False])
