@@ -16,6 +16,7 @@ of the shared surrogate from catsim.objectives) and the simulator's own update,
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Iterator
@@ -156,7 +157,6 @@ def simulator_logit_step(logits, mask, draws, config: mass.MassStepConfig) -> np
     import jax.numpy as jnp
 
     from catsim.numerics import x64
-    from catsim.sim import engine
     from catsim.sim.config import UpdateConfig
 
     surrogate, advantage = SIM_RULES[(config.rule, config.resolved_advantage())]
@@ -166,12 +166,25 @@ def simulator_logit_step(logits, mask, draws, config: mass.MassStepConfig) -> np
     with x64():
         z = jnp.asarray(logits, jnp.float64)
         counts = jnp.asarray(np.bincount(draws, minlength=z.shape[0]), jnp.float64)
-        tx = engine.make_optimizer(update, config.eta)
-        consts = engine.Constants(z, jnp.asarray(mask))
-        logp = z - jnp.log(jnp.sum(jnp.exp(z)))
-        new_z, _, _ = engine.apply_update(update, tx, consts, z, logp, tx.init(z), counts,
-                                          jnp.asarray(config.gamma, jnp.float64))
+        new_z = _jitted_sim_step(update)(z, jnp.asarray(mask), counts, jnp.asarray(config.gamma, jnp.float64))
         return np.asarray(new_z - z)
+
+
+@functools.cache
+def _jitted_sim_step(update):
+    """jit of one simulator update with SGD at the update's learning rate (compiled once per rule)."""
+    import jax
+
+    from catsim.sim import engine
+
+    def step(z, mask, counts, gamma):
+        tx = engine.make_optimizer(update, update.learning_rate)
+        consts = engine.Constants(z, mask)
+        logp = jax.nn.log_softmax(z)
+        new_z, _, _ = engine.apply_update(update, tx, consts, z, logp, tx.init(z), counts, gamma)
+        return new_z
+
+    return jax.jit(step)
 
 
 def simulator_step_error(cases: int = 3, seed: int = 5) -> float:
