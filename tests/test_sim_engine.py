@@ -75,19 +75,21 @@ def test_other_initialisations():
 
 
 def _run_small(cfg=SMALL, seed=0):
-    return engine.make_run(cfg)(engine.make_constants(cfg), jax.random.key(seed), 1.0, 0.05)
+    return jax.jit(engine.make_run(cfg))(engine.make_constants(cfg), jax.random.key(seed), 1.0, 0.05)
 
 
 def test_jit_equals_eager_and_bit_reproducible():
-    jitted = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(0), 1.0, 0.05)
-    again = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(0), 1.0, 0.05)
+    run = jax.jit(engine.make_run(SMALL))
+    consts = engine.make_constants(SMALL)
+    jitted = run(consts, jax.random.key(0), 1.0, 0.05)
+    again = run(consts, jax.random.key(0), 1.0, 0.05)
     with jax.disable_jit():
-        eager = _run_small()
+        eager = engine.make_run(SMALL)(consts, jax.random.key(0), 1.0, 0.05)
     for name in metrics.ALL_METRICS:
         a, b = np.asarray(jitted.metrics[name]), np.asarray(again.metrics[name])
         np.testing.assert_array_equal(a, b)  # same seed, same bits
         np.testing.assert_allclose(np.asarray(eager.metrics[name]), a, rtol=2e-5, atol=1e-6)
-    other = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(1), 1.0, 0.05)
+    other = run(consts, jax.random.key(1), 1.0, 0.05)
     assert not np.array_equal(np.asarray(other.metrics["qpos"]), np.asarray(jitted.metrics["qpos"]))
 
 

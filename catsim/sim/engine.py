@@ -190,7 +190,7 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
         tx = make_optimizer(update, learning_rate)
         return State(consts.z0, jax.nn.log_softmax(consts.z0), tx.init(consts.z0), _nan_group())
 
-    def step(consts, tx, schedule, state: State, t):
+    def step(consts, tx, schedule, with_group: bool, state: State, t):
         key, step_index = t
         p_V = jnp.exp(state.logp)
         counts_V, draws = _draw(update, method, n, key, p_V, consts.correct)
@@ -200,6 +200,8 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
             update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t
         )
         logp_V = jax.nn.log_softmax(z_V)
+        if not with_group:  # only the last step before a record keeps its group metrics
+            return State(z_V, logp_V, opt_state, state.group), None
         group = {
             "mu_hat": mu_hat,
             "focal": g,
@@ -214,12 +216,15 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
         tx = make_optimizer(update, learning_rate)
         schedule = dataclasses.replace(update.gamma, gamma=gamma)
         p0_V = jax.nn.softmax(consts.z0)
-        body = functools.partial(step, consts, tx, schedule)
+        plain = functools.partial(step, consts, tx, schedule, False)
+        last = functools.partial(step, consts, tx, schedule, True)
 
         def record(state, r):
             steps = r * k + jnp.arange(k)
             keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(steps)
-            state, _ = jax.lax.scan(body, state, (keys, steps))
+            if k > 1:
+                state, _ = jax.lax.scan(plain, state, (keys[:-1], steps[:-1]))
+            state, _ = last(state, (keys[-1], steps[-1]))
             return state, metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
 
         return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))
