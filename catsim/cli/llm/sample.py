@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_sampling_arguments(parser)
     parser.add_argument("--prompt", action="append", default=[], help="prompt text (repeatable)")
     parser.add_argument("--json", action="store_true", help="one JSON object per completion")
+    parser.add_argument("--format", choices=["text", "json"], default=None,
+                        help="json = one JSON object per completion (same as --json)")
+    from catsim.cli.llm._task_args import add_task_arguments, add_task_sampling_arguments
+
+    add_task_arguments(parser, required=False)
+    add_task_sampling_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -65,6 +71,13 @@ def sampling_config(args: argparse.Namespace, cfg, tokenizer):
 
 def run(args: argparse.Namespace) -> int:
     import jax
+
+    if args.format == "json":
+        args.json = True
+    if args.task is not None:  # prompts from a built-in task, each completion with its reward
+        from catsim.cli.llm._task_args import run_task_sampling
+
+        return run_task_sampling(args, sampling_config)
 
     from catsim.llm.checkpoint import load_model
     from catsim.llm.rollout import sample_texts

@@ -119,3 +119,32 @@ def model_logprob_fn(params: Params, cfg: ModelConfig):
                           np.float64)
 
     return logprob_fn
+
+
+def load_task_for_model(model_dir, name: str | None, overrides: dict, data_seed: int | None = None):
+    """(task, data_seed) for sampling a model directory.
+
+    The warm-up writes `catsim_task.json` (task name, config, split seed) next to the weights; its
+    settings are the defaults here, so `--task maze` on a 7×7 model samples 7×7 mazes. `overrides`
+    (config fields) and `data_seed` replace them; `name=None` means the recorded task.
+    """
+    import json
+    from pathlib import Path
+
+    from catsim.llm.tasks import make_task
+
+    recorded: dict = {}
+    path = Path(model_dir) / "catsim_task.json"
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise CatsimError(f"{path}: not valid JSON ({err.msg})") from None
+    if name is None:
+        name = recorded.get("task")
+        if name is None:
+            raise CatsimError(f"{model_dir} records no task (catsim_task.json); give --task")
+    options = dict(recorded.get("config", {})) if recorded.get("task") == name else {}
+    options.update(overrides)
+    seed = data_seed if data_seed is not None else int(recorded.get("data_seed", 0))
+    return make_task(name, **options), seed
