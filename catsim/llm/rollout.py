@@ -194,9 +194,10 @@ class Completion:
     finished: bool  # ended with a stop token
 
 
-def _bucket(length: int) -> int:
-    """Pad prompt widths to powers of two (>= 16) so a few compiled programs serve all prompts."""
-    return max(16, 1 << (length - 1).bit_length())
+def _bucket(length: int, floor: int = 16) -> int:
+    """Round a prompt width or batch size up to a power of two (>= floor), so that a few compiled
+    programs serve all requests."""
+    return max(floor, 1 << (length - 1).bit_length())
 
 
 def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list[str], n: int,
@@ -218,19 +219,22 @@ def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list
     chat = tokenizer.chat_template is not None if chat is None else chat
     encoded = []
     for text in prompts:
-        if chat:
-            text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
-        ids = tokenizer.encode(text)
+        if chat:  # the template writes BOS itself
+            ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": text}]))
+        else:  # raw text gets the tokenizer's own BOS/EOS post-processing, as `transformers` does
+            ids = tokenizer.encode(text, add_special_tokens=True)
         if not ids:
             raise CatsimError(f"prompt {text!r} encodes to no tokens")
         if max(ids) >= cfg.vocab_size:
             raise CatsimError(f"tokenizer id {max(ids)} is outside the model's vocabulary ({cfg.vocab_size})")
         encoded.append(ids)
     rows = [(pi, si, ids) for pi, ids in zip(prompt_ids, encoded) for si in range(n)]
-    tokens, mask = left_pad([ids for _, _, ids in rows], sampling.pad_token,
+    # Pad the batch with copies of the first row (results dropped) to a bucketed size as well.
+    batch = rows + [rows[0]] * (_bucket(len(rows), floor=8) - len(rows))
+    tokens, mask = left_pad([ids for _, _, ids in batch], sampling.pad_token,
                             _bucket(max(len(ids) for ids in encoded)))
     out = generate(params, cfg, sampling, tokens, mask, key,
-                   jnp.asarray([r[0] for r in rows], jnp.int32), jnp.asarray([r[1] for r in rows], jnp.int32))
+                   jnp.asarray([r[0] for r in batch], jnp.int32), jnp.asarray([r[1] for r in batch], jnp.int32))
     out = jax.device_get(out)
     completions = []
     for row, (pi, si, _) in enumerate(rows):
