@@ -227,4 +227,4 @@ def test_cli_prints_derivations(capsys):
     assert main(["mass-step", "--derivations"]) == 0
     out = capsys.readouterr().out
     assert "Prop. 3.2 (dQu,pos, eq. 5 rule)" in out and "residual = 0" in out
-    assert "S_R" in out.split("Prop. 3.2 =")[1]  # the non-zero REINFORCE residual is printed
+    assert "S_R" in out.split("- Prop. 3.2 =")[1]  # the non-zero REINFORCE residual is printed
