@@ -7,7 +7,7 @@ from catsim.cli.main import main
 
 def test_reproduce_lemma_only_writes_figures(tmp_path, capsys):
     code = main(["reproduce", "--figures", str(tmp_path / "fig"), "--runs", str(tmp_path / "runs"),
-                 "--skip", "verify,sim,llm"])
+                 "--skip", "mass,verify,sim,llm"])
     assert code == 0
     names = sorted(p.name for p in (tmp_path / "fig").iterdir())
     assert names == ["lemma31_fig3.pdf", "lemma31_fig3.png", "lemma31_fig5.pdf", "lemma31_fig5.png"]

@@ -2,6 +2,7 @@
 
 Steps, in order (each can be skipped with --skip):
   lemma   Lemma 3.1 figures (paper Fig. 3 and Fig. 5) into --figures
+  mass    the joint distribution of (dQpos, dQu,pos) per step at the paper initialisation
   verify  every symbolic and numeric check of `catsim verify`
   sim     the paper's Figure 2 with the categorical simulator (reduced grid with --quick)
   llm     the LLM pipeline (warm-up, GRPO vs F-GRPO, evaluation; tiny with --quick)
@@ -17,13 +18,13 @@ from pathlib import Path
 
 from catsim.errors import CatsimError
 
-STEPS = ("lemma", "verify", "sim", "llm")
+STEPS = ("lemma", "mass", "verify", "sim", "llm")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "reproduce",
-        help="regenerate figures/ and run all checks (lemma, verify, sim, llm)",
+        help="regenerate figures/ and run all checks (lemma, mass, verify, sim, llm)",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("--quick", action="store_true",
@@ -47,6 +48,15 @@ def _lemma(args, figures: Path, runs: Path) -> bool:
     from catsim.plots.tail_miss import reproduce_figures
 
     for path in reproduce_figures(figures):
+        print(f"wrote {path}")
+    return True
+
+
+def _mass(args, figures: Path, runs: Path) -> bool:
+    from catsim.plots.mass import reproduce_mass_figure
+
+    paths, _ = reproduce_mass_figure(figures, groups=300)
+    for path in paths:
         print(f"wrote {path}")
     return True
 
@@ -80,7 +90,7 @@ def _llm(args, figures: Path, runs: Path) -> bool:
     return True
 
 
-STEP_FUNCS = {"lemma": _lemma, "verify": _verify, "sim": _sim, "llm": _llm}
+STEP_FUNCS = {"lemma": _lemma, "mass": _mass, "verify": _verify, "sim": _sim, "llm": _llm}
 
 
 def run(args: argparse.Namespace) -> int:
