@@ -377,7 +377,10 @@ def run_sft(
                 if (step + 1) % cfg.save_every == 0 or step + 1 == end:
                     save_state(state_path, state, fp)
     except KeyboardInterrupt:
-        save_state(state_path, state, fp)  # keep what was done; rerun the command to resume
+        try:  # keep what was done; rerun the command to resume
+            save_state(state_path, state, fp)
+        except RuntimeError:  # interrupted inside a step whose input buffers were donated (GPU):
+            pass  # the last periodic save stands
         raise
     finally:
         bar.close()
