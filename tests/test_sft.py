@@ -19,8 +19,8 @@ from catsim.llm.sft import (
     init_state,
     make_batch,
     run_sft,
+    step_fn,
     task_tokenizer,
-    train_step,
 )
 from catsim.llm.tasks import make_task
 from catsim.llm.tasks.answer_mass import answer_probabilities
@@ -69,7 +69,7 @@ def test_loss_is_the_mean_nll_of_target_tokens_only():
     state = init_state(model_cfg, CFG)
     params = jax.tree.map(jnp.copy, state.params)  # train_step donates its input state
     batch = make_batch(TASK, tok, CFG, 0)
-    _, metrics = train_step(state, batch, model_cfg=model_cfg, cfg=CFG)
+    _, metrics = step_fn(model_cfg, CFG)(state, batch)
     fn = model_logprob_fn(params, model_cfg)
     tokens, real, target = (np.asarray(x) for x in batch)
     total, count = 0.0, 0
@@ -181,3 +181,22 @@ def test_cli_sample_task_prints_rewards(trained, capsys):
         assert r["reward"] == (TASK.reward(prompt, r["completion"]) if r["finished"] else 0.0)
     assert "mean reward" in captured.err
     assert main(["llm", "sample", "--model", str(out), "--task", "maze", "--prompt", "x"]) == 2
+
+
+def test_optimizer_is_optax_adamw_with_a_traced_learning_rate():
+    import optax
+
+    from catsim.llm.sft import _decay_mask, make_optimizer
+
+    rng = np.random.default_rng(0)
+    params = {"w": jnp.asarray(rng.normal(size=(3, 2)), jnp.float32), "b": jnp.asarray(rng.normal(size=2), jnp.float32)}
+    ours, ref = make_optimizer(1e9, 0.01, 0.0), optax.adamw(3e-3, weight_decay=0.01, mask=_decay_mask)
+    s_ours, s_ref = ours.init(params), ref.init(params)
+    p_ours = p_ref = params
+    for _ in range(3):
+        g = jax.tree.map(lambda p: jnp.asarray(rng.normal(size=p.shape), jnp.float32), params)
+        u_ours, s_ours = make_optimizer(1e9, 0.01, jnp.float32(3e-3)).update(g, s_ours, p_ours)
+        u_ref, s_ref = ref.update(g, s_ref, p_ref)
+        p_ours, p_ref = optax.apply_updates(p_ours, u_ours), optax.apply_updates(p_ref, u_ref)
+    for a, b in zip(jax.tree.leaves(p_ours), jax.tree.leaves(p_ref)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-7)

@@ -142,3 +142,12 @@ def test_sharded_over_8_devices_is_identical():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "IDENTICAL" in proc.stdout
+
+
+def test_reproduce_entry_point(tmp_path, monkeypatch):
+    """`reproduce` (for `catsim reproduce`) on a tiny stand-in for the paper scenario."""
+    monkeypatch.setattr(S, "scenario", lambda name: TINY)
+    monkeypatch.setattr(S, "QUICK_GROUP_SIZES", (2, 16))
+    out = S.reproduce(tmp_path, quick=True, progress=False, log=None)
+    assert out["figure"].exists() and out["table"].read_text().startswith("method tiny")
+    assert out["results"].group_sizes == (2, 16) and out["results"].seeds == (0,)

@@ -7,7 +7,7 @@
 whose batched form `make_batched_run(config)` = jit(vmap(run)) runs R runs at once (R = γ values ×
 seeds); its run axis may be sharded over devices (`shard_runs`). For long runs with a progress bar
 the host loop calls the batched `chunk` of `make_chunked(config, records_per_chunk)` instead; the
-two give bit-identical results. One step (paper App. J, §4):
+two agree to float32 rounding (different compiled programs may fuse differently). One step (paper App. J, §4):
 
   1. draw a group of N actions i.i.d. from π = softmax(z)       (`sampler.sample_counts`)
   2. binary rewards → advantages from the counts                 (`objectives.advantages`)

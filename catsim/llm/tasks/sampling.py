@@ -41,8 +41,12 @@ def backend(tokenizer):
     return getattr(tokenizer, "backend", tokenizer)
 
 
-def encode_prompt(tokenizer, text: str) -> list[int]:
-    """Prompt ids with the tokenizer's own special-token rule (the character tokenizer adds <bos>)."""
+def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
+    """Prompt ids. Plain: the tokenizer's own special-token rule (the character tokenizer adds
+    <bos>). chat: the text as a user message in the tokenizer's chat template (real checkpoints)."""
+    if chat:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
+        return list(backend(tokenizer).encode(text, add_special_tokens=False).ids)
     return list(backend(tokenizer).encode(text, add_special_tokens=True).ids)
 
 
@@ -65,14 +69,18 @@ def sample_task(
     sampling: SamplingConfig,
     key: jax.Array,
     batch_size: int = 256,
+    chat: bool = False,
 ) -> list[SampleRecord]:
-    """n completions per prompt, decoded and rewarded; records ordered by (prompt, sample)."""
+    """n completions per prompt, decoded and rewarded; records ordered by (prompt, sample).
+
+    chat: wrap prompts in the tokenizer's chat template (see `encode_prompt`).
+    """
     if n < 1:
         raise CatsimError(f"number of samples must be positive, got {n}")
     if not sampling.stop_tokens:
         raise CatsimError("sampling needs at least one stop token (the tokenizer's <eos>)")
     rows = [(p, s) for p in prompts for s in range(n)]
-    encoded = {p.index: encode_prompt(tokenizer, p.text) for p in prompts}
+    encoded = {p.index: encode_prompt(tokenizer, p.text, chat) for p in prompts}
     width = max(len(ids) for ids in encoded.values())
     records: list[SampleRecord] = []
     for start in range(0, len(rows), batch_size):
