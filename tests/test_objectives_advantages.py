@@ -134,3 +134,12 @@ def test_jit_and_vmap_agree_with_eager():
     for fn in (adv.grpo, adv.mean_centred, adv.success_rate, adv.is_active):
         eager = np.stack([np.asarray(fn(r)) for r in rewards])
         np.testing.assert_array_equal(jax.jit(jax.vmap(fn))(rewards), eager)
+
+
+def test_success_rate_rejects_rewards_outside_the_levels():
+    with pytest.raises(CatsimError, match="must lie in"):
+        adv.success_rate(jnp.array([1.0, -1.0]))  # Rw = 0 by default
+    with pytest.raises(CatsimError, match="finite"):
+        adv.success_rate(jnp.array([1.0, float("nan")]))
+    # inside jit the values cannot be inspected; in-range values work there
+    assert float(jax.jit(adv.success_rate)(jnp.array([1.0, 0.0]))) == 0.5

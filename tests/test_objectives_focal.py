@@ -119,3 +119,22 @@ def test_mean_abs_grpo_advantage_equals_group_mean(n, x):
     mu = x / n
     assert group_mean == pytest.approx(2 * math.sqrt(mu * (1 - mu)), rel=1e-6)
     assert float(focal.mean_abs_grpo_advantage(mu)) == pytest.approx(group_mean, rel=1e-6)
+
+
+def test_curriculum_function_rejects_empty_ramp():
+    with pytest.raises(CatsimError, match="success_low < success_high"):
+        focal.curriculum_gamma(0.5, 1.0, 0.5, 0.5)
+
+
+def test_focal_group_advantages_compose_success_rate_and_advantages():
+    # ±1 rewards, 1 of 4 correct: μ̂ = 1/4, g(γ=2) = 9/16; mean-centred A = (1.5, −.5, −.5, −.5)
+    r = jnp.array([1.0, -1.0, -1.0, -1.0])
+    out = focal.focal_group_advantages(
+        r, 2.0, kind="mean_centred", reward_correct=1.0, reward_wrong=-1.0
+    )
+    np.testing.assert_allclose(out, 9 / 16 * np.array([1.5, -0.5, -0.5, -0.5]), rtol=1e-6)
+    # GRPO: A = (sqrt 3, −1/sqrt 3, …) with ε = 0
+    out = focal.focal_group_advantages(r, 1.0, reward_correct=1.0, reward_wrong=-1.0, eps=0.0)
+    np.testing.assert_allclose(out, 0.75 * np.array([3**0.5] + [-(3**-0.5)] * 3), rtol=1e-6)
+    with pytest.raises(CatsimError, match="unknown advantage kind"):
+        focal.focal_group_advantages(r, 1.0, kind="ppo")

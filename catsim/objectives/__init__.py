@@ -16,10 +16,13 @@ What is where
     binary_group_advantages(num_correct, group_size, *, reward_correct=1.0, reward_wrong=0.0,
                             normalise_std=False, eps=0.0) -> (A_correct, A_wrong)   from counts
     batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False) -> same shape
+    ADVANTAGES: {"mean_centred", "grpo", "dr_grpo"} -> f(rewards_N) -> [N]
 
 `focal` — F-GRPO (§4) and the App. N control:
     focal_weight(success_rate, gamma) -> g = (1 − μ̂)^γ   (0^0 = 1: γ = 0 is GRPO)
     apply_focal(advantages_N, success_rate, gamma) -> [N]
+    focal_group_advantages(rewards_N, gamma, *, kind="grpo", reward_correct=1.0,
+                           reward_wrong=0.0, eps=1e-6) -> [N]      μ̂ and A from the same rewards
     constant_gamma(step, gamma); warmup_gamma(step, gamma, warmup_steps, gamma_start=0.0)
     curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0)
     switch_gamma(step, gamma, switch_step)                  γ = 0 before switch_step (GRPO→F-GRPO)
@@ -45,13 +48,42 @@ What is where
     token_sum_constant(per_token_BxT, mask_BxT, max_length) -> []   Dr.GRPO
     SURROGATES: {"linear", "reinforce", "grpo", "dapo", "cispo"} -> f(logp, old_logp, advantages)
 
+`asymmetric` — the asymmetric, confidence-weighted GRPO article (issue 9; docs/asymmetric-grpo.md):
+    AsymmetricConfig(baseline=0.3, kl_direction="uniform_to_policy", positive_tau=1.0,
+                     negative_reading="text", negative_d=1.0, negative_eps=1e-2, top_k=1,
+                     amplify=1.5, delta=2.0, rich_positives=3, top_negatives=3)
+    kl_uniform_to_policy(logits); kl_policy_to_uniform(logits)          [..., V] -> [...]
+    confidence_weight_from_kl(kl, baseline=0.3)
+    confidence_weight(logits, *, baseline=0.3, kl_direction="uniform_to_policy")  [..., V] -> [...]
+    positive_weight(rewards, tau=1.0)                    min(1, r/τ)
+    negative_weight_formula(prob, d=1.0, eps=1e-2)       (π+ε)/(D−π+ε)   grows with π
+    negative_weight_text(prob, d=1.0, eps=1e-2)          (D−π+ε)/(D+ε)   falls with π (default)
+    negative_weight(prob, *, reading="text", d=1.0, eps=1e-2)
+    asymmetric_advantages(advantages_N, rewards_N, probs_N, confidence_N=None, *, config=None)
+    asymmetric_reinforce_coefficients(rewards_N, probs_N, confidence_N=None, *, config=None)
+    kl_divergence(p, q, eps=1e-12); mean_token_distribution(logits_TxV, mask_T=None)
+    pairwise_kl(dists_NxV) -> [N, N]; edit_distance(a_T, b_T, len_a=None, len_b=None)
+    pairwise_edit_distance(seqs_NxT, lengths_N=None) -> [N, N]
+    python_ast_edit_distance(source_a, source_b) -> int      (host-side)
+    mixed_group_weights(is_positive_N, distances_NxN, scores_N=None, *, config=None) -> [N]
+    recompose_group(is_positive_N, scores_N=None, distances_NxN=None, *, config=None) -> [N] 0/1
+    cosine_temperature(step, total_steps, *, tau_max=1.0, tau_min=0.2, fraction=0.3)
+    stepwise_temperature(step, total_steps, *, tau_max=1.0, tau_min=0.2, fraction=0.3, stages=4)
+    collapse_warning(heldout_accuracy, *, previous_min=0.05, tol=0.0) -> tuple[str, ...]
+    stagnation_warning(step, total_steps, temperature, tau_min, *, early_fraction=0.5,
+                       pass_at_k=None, window=5, min_gain=1e-3) -> tuple[str, ...]
+
+`grad_clip` — optax:
+    dual_threshold_clip(max_norm, lower_threshold=0.1, amplification=1.5)
+        -> optax.GradientTransformation   (= optax.clip_by_global_norm above the lower threshold)
+
 Typical use (one group; vmap over groups):
-    A = apply_focal(grpo(rewards_N), success_rate(rewards_N), gamma)
+    A = focal_group_advantages(rewards_N, gamma)    # = apply_focal(grpo(r), success_rate(r), γ)
     loss = token_mean(ppo_clip_loss(logp_BxT, old_logp_BxT, A[:, None] * ones_T), mask_BxT)
 Categorical simulator, counts c_V of N draws with per-action advantage A_V:
     loss = token_mean(reinforce_loss(jax.nn.log_softmax(z_V), A_V), c_V)   # = (1/N)Σ_j over draws
 """
 
-from catsim.objectives import advantages, focal, losses
+from catsim.objectives import advantages, asymmetric, focal, grad_clip, losses
 
-__all__ = ["advantages", "focal", "losses"]
+__all__ = ["advantages", "asymmetric", "focal", "grad_clip", "losses"]

@@ -28,6 +28,16 @@ def concrete_float(value) -> float | None:
     return float(array)
 
 
+def concrete_array(value) -> np.ndarray | None:
+    """`np.asarray(value)` for a concrete array, None for a JAX tracer."""
+    if isinstance(value, jax.core.Tracer):
+        return None
+    try:
+        return np.asarray(value)
+    except Exception:  # noqa: BLE001 - e.g. an abstract value inside a transformation
+        return None
+
+
 def check_finite(name: str, value) -> None:
     x = concrete_float(value)
     if x is not None and not math.isfinite(x):

@@ -15,6 +15,7 @@ Paper references (F-GRPO, arXiv 2602.06717):
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.objectives import _validate as v
@@ -27,6 +28,7 @@ __all__ = [
     "dr_grpo",
     "binary_group_advantages",
     "batch_renormalise",
+    "ADVANTAGES",
 ]
 
 
@@ -44,10 +46,27 @@ def success_rate(rewards_N, *, reward_correct=1.0, reward_wrong=0.0):
     """
     v.check_rank("rewards_N", rewards_N, 1)
     v.check_reward_levels(reward_correct, reward_wrong)
+    _check_rewards_in_range(rewards_N, reward_correct, reward_wrong)
     rewards_N = jnp.asarray(rewards_N)
     mean = jnp.mean(rewards_N)
     rate = (mean - reward_wrong) / (reward_correct - reward_wrong)
     return jnp.clip(rate, 0.0, 1.0)
+
+
+def _check_rewards_in_range(rewards_N, reward_correct, reward_wrong) -> None:
+    """Concrete rewards must lie in [Rw, Rc] (up to rounding); traced ones cannot be checked."""
+    r = v.concrete_array(rewards_N)
+    rc, rw = v.concrete_float(reward_correct), v.concrete_float(reward_wrong)
+    if r is None or rc is None or rw is None or r.size == 0:
+        return
+    slack = 1e-6 * max(1.0, abs(rc), abs(rw))
+    if not np.all(np.isfinite(r)):
+        raise CatsimError("rewards must be finite")
+    if r.min() < rw - slack or r.max() > rc + slack:
+        raise CatsimError(
+            f"rewards must lie in [reward_wrong={rw}, reward_correct={rc}], "
+            f"got values in [{r.min():g}, {r.max():g}]"
+        )
 
 
 def is_active(rewards_N):
@@ -174,3 +193,11 @@ def batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False):
     denom = std + eps
     safe = jnp.where(denom > 0, denom, 1.0)
     return jnp.where(denom > 0, centred / safe, jnp.zeros_like(centred))
+
+
+# Name -> f(rewards_N) -> [N] with the defaults above, for CLIs and method tables.
+ADVANTAGES = {
+    "mean_centred": mean_centred,
+    "grpo": grpo,
+    "dr_grpo": dr_grpo,
+}

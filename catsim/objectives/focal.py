@@ -20,10 +20,12 @@ from scipy import special
 
 from catsim.errors import CatsimError
 from catsim.objectives import _validate as v
+from catsim.objectives import advantages as adv
 
 __all__ = [
     "focal_weight",
     "apply_focal",
+    "focal_group_advantages",
     "constant_gamma",
     "warmup_gamma",
     "curriculum_gamma",
@@ -56,6 +58,29 @@ def apply_focal(advantages_N, success_rate, gamma):
     return focal_weight(success_rate, gamma) * jnp.asarray(advantages_N)
 
 
+def focal_group_advantages(
+    rewards_N, gamma, *, kind="grpo", reward_correct=1.0, reward_wrong=0.0, eps=1e-6
+):
+    """F-GRPO advantages of one group: (1 − μ̂)^γ · A_j, with μ̂ and A from the same rewards.
+
+    Args:
+      rewards_N: [N] rewards in [Rw, Rc].
+      gamma: γ ≥ 0 (γ = 0 returns the plain advantages).
+      kind: "grpo" (std-normalised, ε = eps, population std), "dr_grpo" or "mean_centred".
+      reward_correct, reward_wrong: Rc > Rw for μ̂ = (R̄ − Rw)/(Rc − Rw).
+
+    Returns:
+      [N] advantages (F-GRPO / F-Dr.GRPO; feed them to the DAPO/CISPO losses for F-DAPO/F-CISPO).
+    """
+    if kind not in adv.ADVANTAGES:
+        raise CatsimError(
+            f"unknown advantage kind {kind!r}; choose one of {', '.join(adv.ADVANTAGES)}"
+        )
+    base = adv.grpo(rewards_N, eps=eps) if kind == "grpo" else adv.ADVANTAGES[kind](rewards_N)
+    mu = adv.success_rate(rewards_N, reward_correct=reward_correct, reward_wrong=reward_wrong)
+    return apply_focal(base, mu, gamma)
+
+
 # --- γ schedules: pure functions of the step (and, for the curriculum, of a success rate) ---
 
 
@@ -81,6 +106,9 @@ def curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start
     once most prompts are solved, down-weighting the easy ones is what protects rare solutions.
     The caller decides which success rate to feed (the batch mean of μ̂, or a running average).
     """
+    lo, hi = v.concrete_float(success_low), v.concrete_float(success_high)
+    if lo is not None and hi is not None and not lo < hi:
+        raise CatsimError(f"curriculum needs success_low < success_high, got {lo} >= {hi}")
     s = jnp.asarray(success_rate, dtype=jnp.result_type(float))
     frac = jnp.clip((s - success_low) / (success_high - success_low), 0.0, 1.0)
     return gamma_start + (gamma - gamma_start) * frac
