@@ -13,7 +13,15 @@ from catsim.llm.checkpoint import save_model
 from catsim.llm.config import ModelConfig
 from catsim.llm.model import init_params
 from catsim.llm.tasks.base import Prompt, check_split
-from catsim.llm.tasks.char_tokenizer import BOS, BOS_ID, EOS, EOS_ID, PAD, PAD_ID, build_char_tokenizer
+from catsim.llm.tasks.char_tokenizer import (
+    BOS,
+    BOS_ID,
+    EOS,
+    EOS_ID,
+    PAD,
+    PAD_ID,
+    build_char_tokenizer,
+)
 from catsim.llm.tokenizer import Tokenizer
 
 

@@ -245,11 +245,9 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
     rc, rw = cfg.reward_correct, cfg.reward_wrong
     rewards = rw + scores * (rc - rw)
     mu = jax.vmap(functools.partial(adv_lib.success_rate, reward_correct=rc, reward_wrong=rw))(rewards)
-    if cfg.method_spec().advantage == "grpo":
-        base = jax.vmap(functools.partial(adv_lib.grpo, eps=cfg.adv_eps))(rewards)
-    else:
-        base = jax.vmap(adv_lib.dr_grpo)(rewards)
-    adv = jax.vmap(focal.apply_focal, in_axes=(0, 0, None))(base, mu, float(gamma))
+    adv = jax.vmap(functools.partial(
+        focal.focal_group_advantages, gamma=float(gamma), kind=cfg.method_spec().advantage,
+        reward_correct=rc, reward_wrong=rw, eps=cfg.adv_eps))(rewards)
     adv = adv * mask[:, None]
     if cfg.batch_renorm:
         adv = adv_lib.batch_renormalise(adv, jnp.broadcast_to(mask[:, None], adv.shape))
