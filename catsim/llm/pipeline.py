@@ -240,8 +240,8 @@ def _paired_tests(task_res: dict, pc: PipelineConfig) -> list:
         m = min(pc.test_m, pc.eval_n)
         for k in sorted({1, m}):
             res = metrics.paired_subsample_test(pc.eval_n, other["eval"]["num_correct"], entry["eval"]["num_correct"],
-                                                k=k, m=m, iterations=pc.test_iterations, seed=int(seed))
-            tests.append({"a": other["label"], "b": entry["label"], "seed": int(seed), **res})
+                                                k=k, m=m, iterations=pc.test_iterations, seed=entry["seed"])
+            tests.append({"a": other["label"], "b": entry["label"], "seed": entry["seed"], **res})
     return tests
 
 

@@ -347,7 +347,7 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
     @jax.jit
     def update_fn(params, opt_state, batch):
         (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
-        metrics["grad_norm"] = optax.global_norm(grads)
+        metrics["grad_norm"] = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, metrics
 
@@ -460,6 +460,20 @@ def step_prompt_indices(cfg: RLConfig, step: int, round_: int, n_train: int) -> 
     return rng.integers(0, n_train, size=cfg.prompts_per_step)
 
 
+def select_active_groups(active_pool: np.ndarray, num_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """DAPO dynamic sampling with fixed shapes: the first `num_groups` active groups of the pool (in
+    sampling order); if too few are active, inactive ones fill the batch with loss weight 0.
+
+    Returns (chosen pool indices [num_groups], group_mask [num_groups] float32 1/0).
+    """
+    active_pool = np.asarray(active_pool, bool)
+    if active_pool.size < num_groups:
+        raise CatsimError(f"pool of {active_pool.size} groups cannot fill {num_groups}")
+    order = np.concatenate([np.flatnonzero(active_pool), np.flatnonzero(~active_pool)])
+    chosen = order[:num_groups]
+    return chosen, active_pool[chosen].astype(np.float32)
+
+
 def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -> dict[str, np.ndarray]:
     """Training arrays (rows prompt-major): tokens/real B x T, and B x (T−1) loss_mask and adv aligned
     with the predicted tokens (prompt width W: response token j sits at target index W−1+j)."""
@@ -511,8 +525,9 @@ def load_state(path: Path, template: Any, fingerprint: str) -> tuple[Any, int]:
         loaded = []
         for i, ref in enumerate(leaves):
             array = fh.get_tensor(f"leaf_{i:05d}")
-            if array.shape != np.shape(ref):
+            if array.size != np.size(ref):
                 raise CatsimError(f"{path}: state tensor {i} has the wrong shape")
+            array = array.reshape(np.shape(ref))  # safetensors stores 0-d arrays as [1]
             sharding = getattr(ref, "sharding", None)
             loaded.append(jax.device_put(array.astype(np.asarray(ref).dtype), sharding))
     return jax.tree.unflatten(treedef, loaded), int(meta["step"])
@@ -672,10 +687,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 pool = Groups.concat(parts)
                 active_pool = np.concatenate(active_all)
                 if spec_m.dynamic_sampling:
-                    order = np.concatenate([np.flatnonzero(active_pool), np.flatnonzero(~active_pool)])
-                    chosen = order[: cfg.prompts_per_step]
+                    chosen, group_mask = select_active_groups(active_pool, cfg.prompts_per_step)
                     groups = pool.take(chosen, cfg.group_size)
-                    group_mask = active_pool[chosen].astype(np.float32)
                 else:
                     groups = pool
                     group_mask = np.ones(cfg.prompts_per_step, np.float32)
