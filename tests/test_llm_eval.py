@@ -111,9 +111,9 @@ def test_nll_rare_and_answer_mass_on_a_tiny_model(tmp_path):
     against itself is 0 and its rare set is the top-NLL share of its correct samples."""
     import jax
     import jax.numpy as jnp
+    from llm_rl_helpers import ToyTask, make_base_model
 
     from catsim.llm.model import forward
-    from llm_rl_helpers import ToyTask, make_base_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
     policy = ev.load_policy(tmp_path / "base")

@@ -122,10 +122,10 @@ def test_select_active_groups():
 def test_build_batch_aligns_response_tokens_with_a_direct_forward(tmp_path):
     """Loss through build_batch + token_logps = hand-written REINFORCE on a direct forward pass
     (on-policy CISPO: IS weight 1, so the loss is −Σ A·log π / #response tokens)."""
-    from catsim.llm.model import forward
     from llm_rl_helpers import make_base_model
 
     from catsim.llm.evaluate import load_policy
+    from catsim.llm.model import forward
 
     make_base_model(tmp_path / "base")
     pol = load_policy(tmp_path / "base")

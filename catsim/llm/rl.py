@@ -325,8 +325,11 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     update_fn(params, opt_state, batch) -> (params, opt_state, metrics); batch holds tokens, real,
     loss_mask, adv, old_logp and (optionally) ref_logp.
     """
+    # fields that only steer the host loop (γ enters through the advantages) share one compilation
     neutral = dataclasses.replace(cfg, steps=1, seed=0, data_seed=0, save_every=1, snapshot_every=0,
-                                  rollout_batch_size=0, max_sampling_rounds=1)
+                                  rollout_batch_size=0, max_sampling_rounds=1, gamma=0.0,
+                                  gamma_schedule="constant", gamma_start=0.0, gamma_warmup_steps=0,
+                                  gamma_switch_step=0, dynamic_sampling=cfg.method_spec().dynamic_sampling)
     return _make_functions(model_cfg, neutral, activation_sharding)
 
 
@@ -593,13 +596,16 @@ def _json_float(x) -> float | None:
 
 def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spec: dict | None = None,
            task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool = True,
-           chat_template: bool = False, label: str = "rl") -> RLResult:
+           chat_template: bool = False, label: str = "rl", dtype: str | None = None,
+           remat: bool = False) -> RLResult:
     """Train (or resume) an RL run from the Hugging Face model dir `base_dir` into `out_dir`.
 
     task_spec: {"task": name, "config": {...}}; default: the base dir's catsim_task.json.
     task: a task object (any `catsim.llm.tasks.base.Task`) used instead of the spec's task.
     mesh: optional Mesh for data/FSDP sharding. stop_after: stop once this many steps are done
     (state saved, no final model). The base model is the frozen KL reference.
+    dtype: parameter dtype ("float32" or "bfloat16"; None keeps the checkpoint's). remat: recompute
+    block activations in the backward pass (memory for long responses on GPU).
     """
     from tqdm.auto import tqdm
 
@@ -615,7 +621,9 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         task = task_from_spec(spec)
     else:
         spec = task_spec or {"task": task.name, "config": _task_config(task)}
-    model_cfg, params = load_model(base_dir)
+    model_cfg, params = load_model(base_dir, dtype=dtype)
+    if remat:
+        model_cfg = model_cfg.replace(remat=True)
     tokenizer = Tokenizer.from_dir(base_dir)
     if mesh is not None:
         devices = mesh.devices.size

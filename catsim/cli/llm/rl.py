@@ -109,6 +109,8 @@ def register(subparsers) -> None:
     parser.add_argument("--mesh", default="auto", help="auto | none | DATAxFSDP device mesh (default auto)")
     parser.add_argument("--distributed", action="store_true",
                         help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="parameter dtype (default: checkpoint's)")
+    parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass")
     parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done")
     parser.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -127,7 +129,7 @@ def run(args) -> int:
     mesh = make_mesh_from_arg(args.mesh)
     result = run_rl(args.base, args.out, cfg, task_spec=task_spec_from_args(args), mesh=mesh,
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
-                    chat_template=args.chat_template, label=cfg.label())
+                    chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
     state = "finished" if result.finished else "stopped"
     print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")
     return 0
