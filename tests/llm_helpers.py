@@ -73,13 +73,14 @@ def tiny_tokenizer():
 
 
 CHAT_TEMPLATE = (
-    "{% for m in messages %}{{ '<s>' if loop.first else '' }}{{ m['role'] }} {{ m['content'] }} </s> "
+    "{% for m in messages %}{{ bos_token + ' ' if loop.first else '' }}"
+    "{{ 'w0' if m['role'] == 'user' else 'w1' }} {{ m['content'] }} {{ eos_token }} "
     "{% endfor %}{% if add_generation_prompt %}w1 {% endif %}")
 
 
 def save_tokenizer(directory: Path, chat_template: str | None = CHAT_TEMPLATE) -> None:
     tiny_tokenizer().save(str(directory / "tokenizer.json"))
-    config = {"bos_token": "<s>", "eos_token": {"content": "</s>", "special": True}, "pad_token": "<pad>",
+    config = {"bos_token": "<s>", "eos_token": {"__type": "AddedToken", "content": "</s>", "special": True, "lstrip": False, "rstrip": False, "normalized": False, "single_word": False}, "pad_token": "<pad>",
               "tokenizer_class": "PreTrainedTokenizerFast"}
     if chat_template is not None:
         config["chat_template"] = chat_template

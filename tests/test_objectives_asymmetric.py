@@ -188,6 +188,9 @@ def test_kl_distances():
         rtol=1e-5,
         atol=1e-7,
     )
+    np.testing.assert_allclose(
+        asym.pairwise_abs_difference(jnp.array([0.0, 2.0, -1.0])), [[0, 2, 1], [2, 0, 3], [1, 3, 0]]
+    )
     # zero entries of p contribute 0 (no NaN)
     assert float(asym.kl_divergence(jnp.array([1.0, 0.0]), jnp.array([0.5, 0.5]))) == pytest.approx(
         math.log(2)

@@ -30,12 +30,14 @@ attention scores and softmax in float32, logits returned in float32 whatever cfg
 
 Entry points:
     forward(params, cfg, tokens_BxT, positions_BxT=None, mask_BxT=None) -> logits_BxTxV
+(all three are jitted with the config static; calling them inside another jit simply inlines them)
     init_cache(cfg, batch, max_len) -> KVCache
     forward_cached(params, cfg, tokens_BxT, positions_BxT, mask_BxT, cache) -> (logits, cache)
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -72,22 +74,26 @@ def param_shapes(cfg: ModelConfig) -> Params:
     return shapes
 
 
+@functools.partial(jax.jit, static_argnames=("cfg", "init_std"))
 def init_params(cfg: ModelConfig, key: jax.Array, init_std: float = 0.02) -> Params:
     """Random parameters as Hugging Face initialises them: N(0, init_std) matrices, unit norms,
     zero biases; dtype `cfg.dtype`."""
     dtype = jnp.dtype(cfg.dtype)
     shapes = param_shapes(cfg)
     flat, treedef = jax.tree.flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
-    keys = jax.random.split(key, len(flat))
-    leaves = []
-    for (path, shape), k in zip(flat, keys):
+    # One normal draw sliced into matrices: a single PRNG call compiles far faster than one per leaf.
+    sizes = [math.prod(shape) for _, shape in flat]
+    noise = init_std * jax.random.normal(key, (sum(sizes),), jnp.float32)
+    leaves, offset = [], 0
+    for (path, shape), size in zip(flat, sizes):
         name = path[-1].key
         if "norm" in name:
             leaves.append(jnp.ones(shape, dtype))
         elif name.startswith("b"):
             leaves.append(jnp.zeros(shape, dtype))
         else:
-            leaves.append((init_std * jax.random.normal(k, shape, jnp.float32)).astype(dtype))
+            leaves.append(noise[offset:offset + size].reshape(shape).astype(dtype))
+        offset += size
     return jax.tree.unflatten(treedef, leaves)
 
 
@@ -207,6 +213,7 @@ def default_positions(mask_BxT: jax.Array) -> jax.Array:
     return jnp.maximum(jnp.cumsum(mask_BxT.astype(jnp.int32), axis=1) - 1, 0)
 
 
+@functools.partial(jax.jit, static_argnames=("cfg", "activation_sharding"))
 def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
             positions_BxT: jax.Array | None = None, mask_BxT: jax.Array | None = None,
             *, activation_sharding: Any = None) -> jax.Array:
@@ -263,6 +270,7 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int) -> KVCache:
                    jnp.zeros((batch, max_len), bool), jnp.zeros((), jnp.int32))
 
 
+@functools.partial(jax.jit, static_argnames=("cfg", "last_only", "activation_sharding"))
 def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, positions_BxT: jax.Array,
                    mask_BxT: jax.Array, cache: KVCache, *, last_only: bool = False,
                    activation_sharding: Any = None) -> tuple[jax.Array, KVCache]:

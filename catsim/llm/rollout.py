@@ -180,3 +180,63 @@ def left_pad(prompts: list[list[int]], pad_token: int = 0,
     tokens = [[pad_token] * (width - len(p)) + list(p) for p in prompts]
     mask = [[False] * (width - len(p)) + [True] * len(p) for p in prompts]
     return jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, bool)
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion of one prompt (host-side, for printing and logging)."""
+
+    prompt_id: int  # index of the prompt in the request
+    sample_id: int  # index of the sample among the prompt's n samples
+    text: str  # decoded completion (special tokens kept)
+    tokens: tuple[int, ...]  # generated ids, stop token included
+    logprob: float  # sum of log pi_sample over the completion
+    finished: bool  # ended with a stop token
+
+
+def _bucket(length: int) -> int:
+    """Pad prompt widths to powers of two (>= 16) so a few compiled programs serve all prompts."""
+    return max(16, 1 << (length - 1).bit_length())
+
+
+def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list[str], n: int,
+                 sampling: SamplingConfig, key: jax.Array, *, chat: bool | None = None,
+                 prompt_ids: list[int] | None = None) -> list[Completion]:
+    """Draw `n` completions of each prompt string in one batched `generate` call.
+
+    chat: wrap each prompt as a user message in the tokenizer's chat template (None: when the
+    tokenizer has one). prompt_ids: stable ids for the randomness (default 0..len(prompts)-1), so a
+    prompt's samples do not change when other prompts are added to the request.
+    """
+    if n < 1:
+        raise CatsimError(f"n must be a positive integer, got {n}")
+    if not prompts:
+        raise CatsimError("no prompts given")
+    prompt_ids = list(range(len(prompts))) if prompt_ids is None else list(prompt_ids)
+    if len(prompt_ids) != len(prompts):
+        raise CatsimError("prompt_ids must have one id per prompt")
+    chat = tokenizer.chat_template is not None if chat is None else chat
+    encoded = []
+    for text in prompts:
+        if chat:
+            text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
+        ids = tokenizer.encode(text)
+        if not ids:
+            raise CatsimError(f"prompt {text!r} encodes to no tokens")
+        if max(ids) >= cfg.vocab_size:
+            raise CatsimError(f"tokenizer id {max(ids)} is outside the model's vocabulary ({cfg.vocab_size})")
+        encoded.append(ids)
+    rows = [(pi, si, ids) for pi, ids in zip(prompt_ids, encoded) for si in range(n)]
+    tokens, mask = left_pad([ids for _, _, ids in rows], sampling.pad_token,
+                            _bucket(max(len(ids) for ids in encoded)))
+    out = generate(params, cfg, sampling, tokens, mask, key,
+                   jnp.asarray([r[0] for r in rows], jnp.int32), jnp.asarray([r[1] for r in rows], jnp.int32))
+    out = jax.device_get(out)
+    completions = []
+    for row, (pi, si, _) in enumerate(rows):
+        length = int(out.lengths_B[row])
+        ids = tuple(int(t) for t in out.tokens_BxN[row, :length])
+        completions.append(Completion(pi, si, tokenizer.decode(ids), ids,
+                                      float(out.logprobs_BxN[row, :length].sum()),
+                                      bool(out.finished_B[row])))
+    return completions

@@ -65,6 +65,7 @@ What is where
     pairwise_kl(dists_NxV) -> [N, N]; edit_distance(a_T, b_T, len_a=None, len_b=None)
     pairwise_edit_distance(seqs_NxT, lengths_N=None) -> [N, N]
     python_ast_edit_distance(source_a, source_b) -> int      (host-side)
+    pairwise_abs_difference(values_N) -> [N, N]              e.g. |log π_a − log π_b| (simulator)
     mixed_group_weights(is_positive_N, distances_NxN, scores_N=None, *, config=None) -> [N]
     recompose_group(is_positive_N, scores_N=None, distances_NxN=None, *, config=None) -> [N] 0/1
     cosine_temperature(step, total_steps, *, tau_max=1.0, tau_min=0.2, fraction=0.3)

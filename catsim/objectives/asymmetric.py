@@ -15,7 +15,8 @@ Components (article section → function):
   2.3 mixed groups (top-k positives, near/far negatives): mixed_group_weights
       distances (pluggable):                       kl_divergence, mean_token_distribution,
                                                    pairwise_kl, edit_distance,
-                                                   pairwise_edit_distance, python_ast_edit_distance
+                                                   pairwise_edit_distance, python_ast_edit_distance,
+                                                   pairwise_abs_difference
   3.1 rollout temperature:                         cosine_temperature, stepwise_temperature
   3.2 batch recomposition by number of positives:  recompose_group
   3.3 dual-threshold gradient clipping:            catsim.objectives.grad_clip.dual_threshold_clip
@@ -55,6 +56,7 @@ __all__ = [
     "edit_distance",
     "pairwise_edit_distance",
     "python_ast_edit_distance",
+    "pairwise_abs_difference",
     "mixed_group_weights",
     "recompose_group",
     "cosine_temperature",
@@ -379,6 +381,14 @@ def _levenshtein_np(a: np.ndarray, b: np.ndarray) -> int:
             cur[j] = min(prev[j] + 1, cur[j - 1] + 1, sub[j - 1])
         prev = cur
     return int(prev[-1])
+
+
+def pairwise_abs_difference(values_N):
+    """M[i, j] = |x_i − x_j|: [N] -> [N, N]. E.g. x = log π(a) for the categorical simulator,
+    where every draw shares one distribution and a KL between draws would be 0."""
+    v.check_rank("values_N", values_N, 1)
+    x = jnp.asarray(values_N)
+    return jnp.abs(x[:, None] - x[None, :])
 
 
 # --- 2.3 mixed groups ---
