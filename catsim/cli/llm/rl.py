@@ -83,19 +83,27 @@ def make_mesh_from_arg(text: str | None):
 
 
 def add_common_model_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", help="task name (default: the base dir's catsim_task.json)")
+    """--task and its options (shared with `catsim llm sft/sample`), plus --task-opt for any other
+    task config field (e.g. the math prompt_template), and --chat-template."""
+    from catsim.cli.llm._task_args import add_task_arguments
+
+    add_task_arguments(parser, required=False)
     parser.add_argument("--task-opt", action="append", metavar="KEY=VALUE",
-                        help="task config field, repeatable (e.g. --task-opt path=data/math.jsonl)")
+                        help="any other task config field, repeatable (e.g. --task-opt question_field=problem)")
     parser.add_argument("--chat-template", action="store_true",
                         help="wrap prompts with the tokenizer's chat template (instruct checkpoints)")
 
 
 def task_spec_from_args(args) -> dict | None:
+    """{"task", "config"} from --task and its options; None = use the model dir's catsim_task.json."""
+    from catsim.cli.llm._task_args import task_options
+
+    options = {**task_options(args), **parse_task_options(args.task_opt)}
     if args.task is None:
-        if args.task_opt:
-            raise CatsimError("--task-opt needs --task")
+        if options:
+            raise CatsimError("task options need --task")
         return None
-    return {"task": args.task, "config": parse_task_options(args.task_opt)}
+    return {"task": args.task, "config": options}
 
 
 def register(subparsers) -> None:
@@ -125,9 +133,17 @@ def run(args) -> int:
         from catsim.llm.sharding import initialize_distributed
 
         initialize_distributed()
+    spec = task_spec_from_args(args)
+    if args.data_seed is None:  # train on the split the warm-up used
+        from catsim.llm.rl import load_task_spec
+
+        try:
+            args.data_seed = int((spec or load_task_spec(args.base)).get("data_seed", 0))
+        except CatsimError:
+            args.data_seed = 0
     cfg = dataclass_from_args(RLConfig, args)
     mesh = make_mesh_from_arg(args.mesh)
-    result = run_rl(args.base, args.out, cfg, task_spec=task_spec_from_args(args), mesh=mesh,
+    result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
     state = "finished" if result.finished else "stopped"
