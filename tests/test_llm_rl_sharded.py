@@ -1,6 +1,9 @@
 """Sharded RL = unsharded RL: two steps on 8 host CPU devices (data 2 × fsdp 4) give the same
-rewards and, up to float rounding, the same parameters as one device. Runs in a subprocess because
-the device count is fixed when JAX starts."""
+rollouts and rewards, the same first-step loss and gradient norm (to float32 rounding of a
+different reduction order), and parameters equal up to that rounding amplified by Adam (whose
+update g/sqrt(v) turns a rounding-level change of a near-zero gradient into up to lr per step:
+measured 1.6e-4 of a 0.12 total move). Runs in a subprocess: the device count is fixed when JAX
+starts."""
 
 from __future__ import annotations
 
@@ -32,12 +35,16 @@ SCRIPT = textwrap.dedent("""
     a, b = rl.read_log(root / "one"), rl.read_log(root / "eight")
     assert [r["reward"] for r in a] == [r["reward"] for r in b], (a, b)
     assert [r["active_fraction"] for r in a] == [r["active_fraction"] for r in b]
+    assert [r["response_length"] for r in a] == [r["response_length"] for r in b]
+    for key in ("loss", "grad_norm", "entropy", "kl"):
+        np.testing.assert_allclose(a[0][key], b[0][key], rtol=1e-5, atol=1e-7, err_msg=key)
+        np.testing.assert_allclose(a[1][key], b[1][key], rtol=1e-3, atol=1e-6, err_msg=key)
     pa = jax.tree.leaves(load_model(root / "one" / "model")[1])
     pb = jax.tree.leaves(load_model(root / "eight" / "model")[1])
     base = jax.tree.leaves(load_model(root / "base")[1])
     worst = max(float(np.max(np.abs(x - y))) for x, y in zip(pa, pb))
     moved = max(float(np.max(np.abs(x - y))) for x, y in zip(pa, base))
-    assert worst < 1e-5 and moved > 1e-3, (worst, moved)
+    assert moved > 1e-2 and worst < 1e-2 * moved, (worst, moved)
     print("OK", worst, moved)
 """)
 

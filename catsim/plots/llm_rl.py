@@ -5,6 +5,7 @@ Each function takes the pipeline's `results` dict (results.json) and writes one 
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,8 @@ def plot_training_dynamics(results: dict, path: str | Path) -> Path:
                 vals = np.asarray([[np.nan if rec.get(key) is None else rec[key] for rec in r[:length]]
                                    for r in runs], np.float64)
                 steps = np.arange(1, length + 1)
-                with np.errstate(all="ignore"):
+                with warnings.catch_warnings():  # all-null columns (e.g. mean_g with no active group)
+                    warnings.simplefilter("ignore", RuntimeWarning)
                     ax.plot(steps, np.nanmean(vals, axis=0), label=label)
             ax.set_title(f"{tname}: {title}", fontsize=9)
             ax.set_xlabel("RL step")
