@@ -44,7 +44,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -124,6 +124,7 @@ class RLConfig:
     prompts_per_step: int = 8  # prompts per step (paper: global batch 256)
     group_size: int = 8  # N rollouts per prompt
     mini_batch_size: int = 0  # rollouts per optimizer update; 0 = all of the step (paper: 64 of 256)
+    micro_batch_size: int = 0  # rollouts per forward/backward pass (gradient accumulation); 0 = mini-batch
     ppo_epochs: int = 1  # passes over the step's rollouts (paper: 1)
     learning_rate: float = 1e-4  # peak lr (paper LLM: 1e-6; Maze: 1e-4)
     warmup_steps: int = 0  # linear lr warm-up in RL steps (paper: 15)
@@ -158,7 +159,7 @@ class RLConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise CatsimError(f"rl {name} must be a positive integer, got {value!r}")
-        for name in ("mini_batch_size", "warmup_steps", "snapshot_every", "rollout_batch_size",
+        for name in ("mini_batch_size", "micro_batch_size", "warmup_steps", "snapshot_every", "rollout_batch_size",
                      "seed", "data_seed", "gamma_warmup_steps", "gamma_switch_step"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -177,6 +178,9 @@ class RLConfig:
         if self.mini_batch_size and self.rollouts_per_step % self.mini_batch_size:
             raise CatsimError(f"mini_batch_size {self.mini_batch_size} must divide the "
                               f"{self.rollouts_per_step} rollouts of a step")
+        if self.micro_batch_size and self.mini_batch % self.micro_batch_size:
+            raise CatsimError(f"micro_batch_size {self.micro_batch_size} must divide the mini-batch "
+                              f"of {self.mini_batch} rollouts")
         if self.low_lr_gamma > 0 and self.gamma > 0:
             raise CatsimError("the low-lr control (low_lr_gamma) is a GRPO baseline: use gamma = 0")
         self.gamma_schedule_fn()  # validates the schedule fields
@@ -188,6 +192,10 @@ class RLConfig:
     @property
     def mini_batch(self) -> int:
         return self.mini_batch_size or self.rollouts_per_step
+
+    @property
+    def micro_batch(self) -> int:
+        return self.micro_batch_size or self.mini_batch
 
     @property
     def updates_per_step(self) -> int:
@@ -317,8 +325,17 @@ def lr_at(cfg: RLConfig, step: int) -> float:
     return cfg.peak_lr * min(1.0, (step + 1) / cfg.warmup_steps)
 
 
-def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=None):
-    """Jitted (logp_fn, update_fn, optimizer), cached per (model, loss-relevant settings, sharding) so
+class Functions(NamedTuple):
+    """The jitted pieces of an RL step (see `make_functions`)."""
+
+    logp: Any  # (params, tokens_BxT, real_BxT) -> (logp, entropy), B x (T−1)
+    update: Any  # (params, opt_state, batch) -> (params, opt_state, metrics)
+    grads: Any  # (params, batch) -> (grads, metrics): the mini-batch gradient, micro-batched or not
+    optimizer: Any  # the optax transformation `update` applies
+
+
+def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=None) -> Functions:
+    """Jitted step functions, cached per (model, loss-relevant settings, sharding) so
     runs in one process (resume, sweeps, tests) compile once.
 
     logp_fn(params, tokens_BxT, real_BxT) -> (logp, entropy)  B x (T−1)
@@ -347,14 +364,43 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
         return policy_loss(logp, batch["old_logp"], batch["adv"], batch["loss_mask"], spec, cfg,
                            entropy=ent, ref_logp=batch.get("ref_logp"))
 
+    n_micro = cfg.mini_batch // cfg.micro_batch if cfg.micro_batch_size else 1
+
+    def grads_and_metrics(params, batch):
+        if n_micro == 1:
+            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+            return grads, metrics
+        # gradient accumulation: each micro-batch's loss is re-weighted so the sum is exactly the
+        # mini-batch loss (token counts for token-mean, rows for the Dr.GRPO constant normaliser)
+        micro = jax.tree.map(lambda a: a.reshape(n_micro, a.shape[0] // n_micro, *a.shape[1:]), batch)
+        counts = jnp.sum(micro["loss_mask"], axis=(1, 2))
+        token_w = counts / jnp.maximum(jnp.sum(counts), 1e-30)
+        loss_w = token_w if spec.aggregation == "token_mean" else jnp.full((n_micro,), 1.0 / n_micro)
+
+        def weighted(params, mb, lw, tw):
+            loss, metrics = loss_fn(params, mb)
+            return loss * lw, jax.tree.map(lambda m: m * tw, metrics)
+
+        def body(acc, xs):
+            mb, lw, tw = xs
+            (_, metrics), grads = jax.value_and_grad(weighted, has_aux=True)(params, mb, lw, tw)
+            metrics["loss"] = metrics["loss"] * lw / jnp.where(tw > 0, tw, 1.0)
+            return jax.tree.map(jnp.add, acc, (grads, metrics)), None
+
+        first = jax.tree.map(lambda a: a[0], micro)
+        shapes = jax.eval_shape(lambda: weighted(params, first, 1.0, 1.0)[1])
+        zeros = (jax.tree.map(jnp.zeros_like, params), jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))
+        (grads, metrics), _ = jax.lax.scan(body, zeros, (micro, loss_w, token_w))
+        return grads, metrics
+
     @jax.jit
     def update_fn(params, opt_state, batch):
-        (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+        grads, metrics = grads_and_metrics(params, batch)
         metrics["grad_norm"] = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, metrics
 
-    return logp_fn, update_fn, optimizer
+    return Functions(logp_fn, update_fn, jax.jit(grads_and_metrics), optimizer)
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -627,15 +673,16 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     tokenizer = Tokenizer.from_dir(base_dir)
     if mesh is not None:
         devices = mesh.devices.size
-        if cfg.rollouts_per_step % devices or cfg.mini_batch % devices:
-            raise CatsimError(f"rollouts per step ({cfg.rollouts_per_step}) and mini-batch "
-                              f"({cfg.mini_batch}) must be divisible by the {devices} devices")
+        if cfg.rollouts_per_step % devices or cfg.micro_batch % devices:
+            raise CatsimError(f"rollouts per step ({cfg.rollouts_per_step}) and micro-batch "
+                              f"({cfg.micro_batch}) must be divisible by the {devices} devices")
         params = shard_params(params, model_cfg, mesh)
     ref_params = params
     track_ref = True
     act = None if mesh is None else activation_sharding(mesh)
-    logp_fn, update_fn, optimizer = make_functions(model_cfg, cfg, act)
-    opt_state = optimizer.init(params)
+    fns = make_functions(model_cfg, cfg, act)
+    logp_fn, update_fn = fns.logp, fns.update
+    opt_state = fns.optimizer.init(params)
     fp = _fingerprint(cfg, str(base_dir), spec)
     out.mkdir(parents=True, exist_ok=True)
     state_path, log_path = out / STATE_FILE, out / LOG_FILE
