@@ -249,9 +249,14 @@ def _fmt(x, digits=3):
     return "–" if x is None else f"{x:.{digits}f}"
 
 
+def _at(table: dict, k: int):
+    """table[k] whether the keys are ints (in memory) or strings (read back from results.json)."""
+    return table[k] if k in table else table[str(k)]
+
+
 def _base_cell(b: dict, k: int) -> str:
-    lo, hi = b["interval"][k]
-    return f"{b['pass_at_k'][k]:.3f} [{lo:.3f}, {hi:.3f}]"
+    lo, hi = _at(b["interval"], k)
+    return f"{_at(b['pass_at_k'], k):.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def _seed_cell(values, digits: int = 3) -> str:
@@ -270,7 +275,8 @@ def render_report(results: dict) -> str:
     lines = ["# catsim LLM pipeline report", "",
              f"Runs: {', '.join(pc['runs'])}; γ = {pc['gamma']}; seeds {pc['seeds']}; {pc['rl_steps']} RL steps of "
              f"{pc['rollouts_per_step']} rollouts; evaluation: {pc['eval_prompts']} held-out prompts × "
-             f"{pc['eval_n']} samples (unbiased pass@k). Total time {results.get('seconds', 0):.0f} s.", "",
+             f"{pc['eval_n']} samples (unbiased pass@k)."
+             + (f" Total time {results['seconds']:.0f} s." if "seconds" in results else ""), "",
              "Cells: mean over seeds [min – max across seeds]; base row: one evaluation with a 95% bootstrap "
              "interval over prompts. ΔNLL_rare: NLL increase of the base model's rare correct samples "
              "(App. M.2). Kept: share of enumerated correct answers whose probability did not fall; Mret: "
@@ -294,9 +300,9 @@ def render_report(results: dict) -> str:
             groups.setdefault(entry["label"], []).append(entry)
         for label, entries in groups.items():
             row = [label,
-                   _seed_cell([e["eval"]["pass_at_k"][1] for e in entries]),
-                   _seed_cell([e["eval"]["pass_at_k"][kmid] for e in entries]),
-                   _seed_cell([e["eval"]["pass_at_k"][kmax] for e in entries]),
+                   _seed_cell([_at(e["eval"]["pass_at_k"], 1) for e in entries]),
+                   _seed_cell([_at(e["eval"]["pass_at_k"], kmid) for e in entries]),
+                   _seed_cell([_at(e["eval"]["pass_at_k"], kmax) for e in entries]),
                    _seed_cell([e["delta_nll_rare"] for e in entries]),
                    _seed_cell([e.get("answer_mass", {}).get("kept_fraction") for e in entries]),
                    _seed_cell([e.get("answer_mass", {}).get("mret") for e in entries]),

@@ -22,6 +22,10 @@ def _plt():
     return plt
 
 
+def _at(table: dict, k: int):
+    return table[k] if k in table else table[str(k)]
+
+
 def _by_label(task_res: dict) -> dict:
     groups: dict = {}
     for entry in task_res["runs"].values():
@@ -36,9 +40,9 @@ def plot_passk_curves(results: dict, path: str | Path) -> Path:
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
     for ax, (tname, tr) in zip(axes[0], tasks):
         ks = tr["base"]["ks"]
-        ax.plot(ks, [tr["base"]["pass_at_k"][k] for k in ks], "k--", label="base")
+        ax.plot(ks, [_at(tr["base"]["pass_at_k"], k) for k in ks], "k--", label="base")
         for label, entries in _by_label(tr).items():
-            curves = np.asarray([[e["eval"]["pass_at_k"][k] for k in ks] for e in entries])
+            curves = np.asarray([[_at(e["eval"]["pass_at_k"], k) for k in ks] for e in entries])
             line, = ax.plot(ks, curves.mean(axis=0), marker="o", ms=3, label=label)
             if len(entries) > 1:
                 ax.fill_between(ks, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.15)
