@@ -56,7 +56,8 @@ from catsim.llm.config import ModelConfig
 from catsim.llm.metrics import active_fraction_prediction
 from catsim.llm.model import Params, forward
 from catsim.objectives import advantages as adv_lib
-from catsim.objectives import focal, losses
+from catsim.objectives import asymmetric, focal, losses
+from catsim.objectives.grad_clip import dual_threshold_clip
 
 STATE_FILE = "rl_state.safetensors"
 LOG_FILE = "rl_log.jsonl"
@@ -84,6 +85,8 @@ STEP_METRICS = {
     "groups_kept": "groups that carry loss this step",
     "tokens_per_second": "generated tokens per second of rollout time",
     "step_seconds": "wall time of the step",
+    "temperature": "rollout temperature of this step (asym-GRPO schedule; constant otherwise)",
+    "kept_rollouts": "rollouts carrying loss after batch recomposition (all kept ones otherwise)",
 }
 
 
@@ -97,6 +100,7 @@ class Method:
     advantage: str  # "grpo" (std-normalised) or "dr_grpo" (mean-centred)
     aggregation: str  # "token_mean" or "token_sum_constant" (Dr.GRPO)
     dynamic_sampling: bool  # keep only active groups, drawing more prompts (DAPO)
+    asymmetric: bool = False  # default of the asym-GRPO components (issue 9)
 
 
 METHODS = {
@@ -104,7 +108,10 @@ METHODS = {
     "dapo": Method("dapo", 0.2, 0.28, "grpo", "token_mean", True),
     "cispo": Method("cispo", 1.0, 5.0, "grpo", "token_mean", False),
     "dr_grpo": Method("grpo", 0.2, 0.2, "dr_grpo", "token_sum_constant", False),
+    # GRPO + every asymmetric component on by default (each switchable, docs/asymmetric-grpo.md)
+    "asym-grpo": Method("grpo", 0.2, 0.2, "grpo", "token_mean", False, asymmetric=True),
 }
+TEMPERATURE_SCHEDULES = ("constant", "cosine", "stepwise")
 
 
 @dataclass(frozen=True)
@@ -150,6 +157,19 @@ class RLConfig:
     data_seed: int = 0  # the task's split seed (must match the warm-up's)
     save_every: int = 1  # training-state save period in steps
     snapshot_every: int = 0  # Hugging Face snapshot period in steps (0 = final model only)
+    # asymmetric GRPO (issue 9, docs/asymmetric-grpo.md); None = on for asym-grpo, off otherwise
+    asym_channels: bool | None = None  # A>0 → w⁺(score)·A; A<0 → w⁻(π̄)·A, π̄ = exp(mean token log-prob)
+    asym_confidence: bool | None = None  # A<0 also × the mean token confidence b + (1−b)·sigmoid(−KL)
+    asym_recompose: bool | None = None  # per group, loss only on the rollouts recompose_group keeps
+    dual_clip: bool | None = None  # dual-threshold clip: grad_clip max-norm, ×amplification below lower
+    dual_clip_lower: float = 0.1  # dual clip: lower gradient-norm threshold
+    dual_clip_amplification: float = 1.5  # dual clip: amplification below the lower threshold
+    temperature_schedule: str | None = None  # constant, cosine or stepwise; None = cosine for asym-grpo
+    temperature_min: float = 0.2  # schedule floor τ_min (τ_max = temperature)
+    temperature_fraction: float = 0.3  # share of the steps the schedule takes to reach τ_min
+    negative_reading: str = "text"  # w⁻ reading: text (falls with π̄) or formula (grows with π̄)
+    kl_direction: str = "uniform_to_policy"  # confidence-weight KL: uniform_to_policy or policy_to_uniform
+    positive_threshold: float = 0.5  # recomposition: a rollout with score >= this is a positive
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -184,6 +204,40 @@ class RLConfig:
         if self.low_lr_gamma > 0 and self.gamma > 0:
             raise CatsimError("the low-lr control (low_lr_gamma) is a GRPO baseline: use gamma = 0")
         self.gamma_schedule_fn()  # validates the schedule fields
+        self.asymmetric_config()  # validates the asymmetric-GRPO fields
+        if self.temperature_plan() not in TEMPERATURE_SCHEDULES:
+            raise CatsimError(f"temperature_schedule must be one of {', '.join(TEMPERATURE_SCHEDULES)}, "
+                              f"got {self.temperature_schedule!r}")
+        if self.temperature_plan() != "constant":
+            self.rollout_temperature(0)  # validates τ_min ≤ τ_max and the fraction
+        if self.use("dual_clip"):
+            dual_threshold_clip(self.grad_clip, self.dual_clip_lower, self.dual_clip_amplification)
+        if not 0.0 <= self.positive_threshold <= 1.0:
+            raise CatsimError(f"positive_threshold must lie in [0, 1], got {self.positive_threshold}")
+
+    def use(self, component: str) -> bool:
+        """Whether an asymmetric-GRPO switch (asym_channels, …, dual_clip) is on for this run."""
+        value = getattr(self, component)
+        return METHODS[self.method].asymmetric if value is None else bool(value)
+
+    def asymmetric_config(self) -> asymmetric.AsymmetricConfig:
+        return asymmetric.AsymmetricConfig(kl_direction=self.kl_direction,
+                                           negative_reading=self.negative_reading)
+
+    def temperature_plan(self) -> str:
+        if self.temperature_schedule is not None:
+            return self.temperature_schedule
+        return "cosine" if METHODS[self.method].asymmetric else "constant"
+
+    def rollout_temperature(self, step: int) -> float:
+        """Sampling temperature of RL step `step` (0-based): `temperature`, or the article's
+        cosine / step-wise decay from it to `temperature_min` (catsim.objectives.asymmetric)."""
+        plan = self.temperature_plan()
+        if plan == "constant":
+            return self.temperature
+        fn = asymmetric.cosine_temperature if plan == "cosine" else asymmetric.stepwise_temperature
+        return float(fn(step, self.steps, tau_max=self.temperature, tau_min=self.temperature_min,
+                        fraction=self.temperature_fraction))
 
     @property
     def rollouts_per_step(self) -> int:
@@ -225,7 +279,8 @@ class RLConfig:
 
     def label(self) -> str:
         """Human label, e.g. "F-GRPO γ=0.5 N=8", "GRPO lr·m_0.5 N=8"."""
-        name = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "dr_grpo": "Dr.GRPO"}[self.method]
+        name = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "dr_grpo": "Dr.GRPO",
+                "asym-grpo": "asym-GRPO"}[self.method]
         if self.gamma > 0 or self.gamma_schedule != "constant":
             name = f"F-{name} γ={self.gamma:g}"
         if self.low_lr_gamma > 0:
@@ -314,7 +369,9 @@ def make_optimizer(cfg: RLConfig) -> optax.GradientTransformation:
         rl_step = count // per_step
         return peak * jnp.minimum(1.0, (rl_step + 1) / max(warm, 1)) if warm else peak
 
-    return optax.chain(optax.clip_by_global_norm(cfg.grad_clip),
+    clip = (dual_threshold_clip(cfg.grad_clip, cfg.dual_clip_lower, cfg.dual_clip_amplification)
+            if cfg.use("dual_clip") else optax.clip_by_global_norm(cfg.grad_clip))
+    return optax.chain(clip,
                        optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=cfg.weight_decay))
 
 
@@ -332,6 +389,7 @@ class Functions(NamedTuple):
     update: Any  # (params, opt_state, batch) -> (params, opt_state, metrics)
     grads: Any  # (params, batch) -> (grads, metrics): the mini-batch gradient, micro-batched or not
     optimizer: Any  # the optax transformation `update` applies
+    confidence: Any = None  # (params, tokens_BxT, real_BxT) -> B x (T−1) confidence weights
 
 
 def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=None) -> Functions:
@@ -400,7 +458,47 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, metrics
 
-    return Functions(logp_fn, update_fn, jax.jit(grads_and_metrics), optimizer)
+    @jax.jit
+    def confidence_fn(params, tokens, real):  # asym-GRPO §2.1, from the full next-token logits
+        logits = forward(params, model_cfg, tokens, mask_BxT=real,
+                         activation_sharding=activation_sharding)[:, :-1].astype(jnp.float32)
+        acfg = cfg.asymmetric_config()
+        return asymmetric.confidence_weight(logits, baseline=acfg.baseline, kl_direction=acfg.kl_direction)
+
+    return Functions(logp_fn, update_fn, jax.jit(grads_and_metrics), optimizer, confidence_fn)
+
+
+# ----------------------------------------------------------------------------- asymmetric GRPO
+def asymmetric_advantages(adv_PxN, scores_PxN, old_logp_BxT, resp_BxT, cfg: RLConfig, conf_BxT=None):
+    """Channel-weighted advantages of P groups (issue 9; `objectives.asymmetric.asymmetric_advantages`).
+
+    π̄ of a rollout = exp(mean over its response tokens of log π_old) (the geometric-mean token
+    probability, docs/asymmetric-grpo.md §2 "Which π"); its confidence weight is the mean over
+    its response tokens of `conf_BxT` (if given). w⁺ reads the verifier score in [0, 1]. Rows of
+    the B x T arrays are prompt-major (B = P·N). Returns [P, N] float32.
+    """
+    p, n = np.shape(adv_PxN)
+    resp = jnp.asarray(resp_BxT, jnp.float32)
+    tokens = jnp.maximum(jnp.sum(resp, axis=1), 1.0)
+    pi = jnp.exp(jnp.sum(jnp.asarray(old_logp_BxT) * resp, axis=1) / tokens).reshape(p, n)
+    one = functools.partial(asymmetric.asymmetric_advantages, config=cfg.asymmetric_config())
+    adv, scores = jnp.asarray(adv_PxN, jnp.float32), jnp.asarray(scores_PxN, jnp.float32)
+    if conf_BxT is None:
+        out = jax.vmap(lambda a, r, q: one(a, r, q))(adv, scores, pi)
+    else:
+        conf = (jnp.sum(jnp.asarray(conf_BxT) * resp, axis=1) / tokens).reshape(p, n)
+        out = jax.vmap(one)(adv, scores, pi, conf)
+    return np.asarray(out, np.float32)
+
+
+def recompose_keep(scores_PxN, cfg: RLConfig) -> np.ndarray:
+    """[P, N] 0/1: the rollouts `objectives.asymmetric.recompose_group` keeps in each group
+    (positive = score ≥ positive_threshold; ranked by score, ties to the lower index; no distances,
+    so an all-negative group keeps every rollout)."""
+    scores = jnp.asarray(scores_PxN, jnp.float32)
+    keep = jax.vmap(lambda s: asymmetric.recompose_group(s >= cfg.positive_threshold, s,
+                                                         config=cfg.asymmetric_config()))(scores)
+    return np.asarray(keep, np.float32)
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -718,6 +816,9 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
             for step in range(start, end):
                 t0 = time.perf_counter()
                 step_key = jax.random.fold_in(base_key, step)
+                temperature = cfg.rollout_temperature(step)
+                if temperature != sampling.temperature:  # a new static config: generate recompiles
+                    sampling = dataclasses.replace(sampling, temperature=temperature)
                 parts, kept, active_all, mu_all = [], 0, [], []
                 rounds = 0
                 t_roll = time.perf_counter()
@@ -764,6 +865,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 batch["old_logp"] = np.concatenate(old)
                 if track_ref:
                     batch["ref_logp"] = np.concatenate(ref)
+                if cfg.use("asym_channels") or cfg.use("asym_confidence") or cfg.use("asym_recompose"):
+                    batch = asymmetric_batch(batch, groups, adv, group_mask, cfg, fns, params, put)
 
                 sums: dict[str, float] = {}
                 updates = 0
@@ -800,6 +903,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                     "groups_kept": int(group_mask.sum()),
                     "tokens_per_second": gen_tokens / max(rollout_seconds, 1e-9),
                     "step_seconds": time.perf_counter() - t0,
+                    "temperature": temperature,
+                    "kept_rollouts": int(np.sum(np.any(batch["loss_mask"] > 0, axis=1))),
                 }
                 log.write(json.dumps(record) + "\n")
                 log.flush()
@@ -820,6 +925,35 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     save_model(model_dir, model_cfg, params, tokenizer)
     (model_dir / TASK_FILE).write_text(json.dumps(spec, indent=2, default=str) + "\n")
     return RLResult(str(out), done, True, time.perf_counter() - t_start)
+
+
+def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, fns: Functions, params,
+                     put=lambda b: jax.tree.map(jnp.asarray, b)):
+    """The training batch with the asym-GRPO components switched on in `cfg`: advantages
+    (computed on the FULL groups first) re-weighted by channel / confidence, then the
+    recomposition mask on `loss_mask`."""
+    w = groups.prompt_tokens.shape[1]
+    resp = np.zeros_like(batch["loss_mask"])
+    resp[:, w - 1:] = groups.mask  # response tokens, aligned with the targets
+    adv = np.asarray(adv_PxN, np.float32)
+    if cfg.use("asym_channels") or cfg.use("asym_confidence"):
+        conf = None
+        if cfg.use("asym_confidence"):
+            parts = []
+            for s0 in range(0, resp.shape[0], cfg.mini_batch):
+                chunk = put({k: batch[k][s0:s0 + cfg.mini_batch] for k in ("tokens", "real")})
+                parts.append(np.asarray(fns.confidence(params, chunk["tokens"], chunk["real"])))
+            conf = np.concatenate(parts)
+        if cfg.use("asym_channels"):
+            adv = asymmetric_advantages(adv, groups.scores, batch["old_logp"], resp, cfg, conf)
+        else:  # the confidence weight alone, on the negative channel
+            c = (np.sum(conf * resp, axis=1) / np.maximum(resp.sum(axis=1), 1.0)).reshape(adv.shape)
+            adv = np.where(adv < 0, c * adv, adv).astype(np.float32)
+        batch = {**batch, "adv": build_batch(groups, adv, group_mask)["adv"]}
+    if cfg.use("asym_recompose"):
+        keep = recompose_keep(groups.scores, cfg).reshape(-1)
+        batch = {**batch, "loss_mask": batch["loss_mask"] * keep[:, None]}
+    return batch
 
 
 def read_log(out_dir: str | Path) -> list[dict]:
