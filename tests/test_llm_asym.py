@@ -45,7 +45,8 @@ class _Fns:  # only what asymmetric_batch reads: the confidence function
 
 def test_asymmetric_batch_hand_computed():
     scores = [1.0, 0.0, 0.0, 0.5]  # graded: P = 2 positives at threshold 0.5 → "poor" group
-    cfg = RLConfig(method="asym-grpo", group_size=4, prompts_per_step=1, max_new_tokens=3)
+    cfg = RLConfig(method="asym-grpo", asym_mixed=False, group_size=4, prompts_per_step=1,
+                   max_new_tokens=3)
     groups = _groups(scores)
     adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
     batch = rl.build_batch(groups, adv, np.array([1.0]))
@@ -80,9 +81,26 @@ def test_recomposition_keeps_the_best_positive_of_a_rich_group():
     np.testing.assert_array_equal(out["loss_mask"][0], batch["loss_mask"][0])
 
 
+@pytest.mark.parametrize("delta,weights", [(2.0, [1.5, 1, 1, 1]), (1.0, [1.5, 0, 0, 1])])
+def test_mixed_group_weights_with_token_edit_distance(delta, weights):
+    # positives (score ≥ 0.5): rows 0 ([4, 2], score 1 → the top-1, ×1.5) and 3 ([2, 2, 4]);
+    # negatives: row 1 [5, 4, 2] is 1 edit from row 0 (delete 5), row 2 [4] is 1 edit from row 0.
+    # near = distance < δ: both near at δ = 2, both far (dropped) at δ = 1.
+    cfg = RLConfig(method="grpo", asym_mixed=True, mixed_delta=delta, group_size=4,
+                   prompts_per_step=1)
+    groups = _groups([1.0, 0.0, 0.0, 0.5])
+    np.testing.assert_array_equal(rl.mixed_weights(groups, cfg), [weights])
+    adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
+    batch = rl.build_batch(groups, adv, np.array([1.0]))
+    batch["old_logp"] = _old_logp(batch)
+    out = rl.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    want = rl.build_batch(groups, adv * np.array([weights], np.float32), np.array([1.0]))["adv"]
+    np.testing.assert_allclose(out["adv"], want, rtol=1e-6)
+
+
 def test_switches_defaults_and_validation():
     asym, plain = RLConfig(method="asym-grpo"), RLConfig(method="grpo")
-    for name in ("asym_channels", "asym_confidence", "asym_recompose", "dual_clip"):
+    for name in ("asym_channels", "asym_confidence", "asym_recompose", "asym_mixed", "dual_clip"):
         assert asym.use(name) and not plain.use(name)
     assert not RLConfig(method="asym-grpo", dual_clip=False).use("dual_clip")
     assert asym.temperature_plan() == "cosine" and plain.temperature_plan() == "constant"

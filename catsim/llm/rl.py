@@ -161,6 +161,8 @@ class RLConfig:
     asym_channels: bool | None = None  # A>0 → w⁺(score)·A; A<0 → w⁻(π̄)·A, π̄ = exp(mean token log-prob)
     asym_confidence: bool | None = None  # A<0 also × the mean token confidence b + (1−b)·sigmoid(−KL)
     asym_recompose: bool | None = None  # per group, loss only on the rollouts recompose_group keeps
+    asym_mixed: bool | None = None  # mixed groups: ×amplify top-k positives, drop negatives ≥ δ edits away
+    mixed_delta: float = 2.0  # mixed groups: δ, in token edits to the nearest positive (article: 2.0)
     dual_clip: bool | None = None  # dual-threshold clip: grad_clip max-norm, ×amplification below lower
     dual_clip_lower: float = 0.1  # dual clip: lower gradient-norm threshold
     dual_clip_amplification: float = 1.5  # dual clip: amplification below the lower threshold
@@ -222,7 +224,7 @@ class RLConfig:
 
     def asymmetric_config(self) -> asymmetric.AsymmetricConfig:
         return asymmetric.AsymmetricConfig(kl_direction=self.kl_direction,
-                                           negative_reading=self.negative_reading)
+                                           negative_reading=self.negative_reading, delta=self.mixed_delta)
 
     def temperature_plan(self) -> str:
         if self.temperature_schedule is not None:
@@ -499,6 +501,23 @@ def recompose_keep(scores_PxN, cfg: RLConfig) -> np.ndarray:
     keep = jax.vmap(lambda s: asymmetric.recompose_group(s >= cfg.positive_threshold, s,
                                                          config=cfg.asymmetric_config()))(scores)
     return np.asarray(keep, np.float32)
+
+
+def mixed_weights(groups: Groups, cfg: RLConfig) -> np.ndarray:
+    """[P, N] multipliers of `objectives.asymmetric.mixed_group_weights` per group: positives
+    (score ≥ positive_threshold) ranked by score, distance = token edit distance between responses
+    (`pairwise_edit_distance`, the article's code-task distance; the KL reading needs logits)."""
+    p, n = groups.scores.shape
+    tokens = jnp.asarray(groups.tokens, jnp.int32).reshape(p, n, -1)
+    lengths = jnp.asarray(groups.mask.sum(axis=1), jnp.int32).reshape(p, n)
+    scores = jnp.asarray(groups.scores, jnp.float32)
+    acfg = cfg.asymmetric_config()
+
+    def one(tok, ln, sc):
+        dist = asymmetric.pairwise_edit_distance(tok, ln)
+        return asymmetric.mixed_group_weights(sc >= cfg.positive_threshold, dist, sc, config=acfg)
+
+    return np.asarray(jax.vmap(one)(tokens, lengths, scores), np.float32)
 
 
 # ----------------------------------------------------------------------------- rollouts
@@ -865,7 +884,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 batch["old_logp"] = np.concatenate(old)
                 if track_ref:
                     batch["ref_logp"] = np.concatenate(ref)
-                if cfg.use("asym_channels") or cfg.use("asym_confidence") or cfg.use("asym_recompose"):
+                if any(cfg.use(c) for c in ("asym_channels", "asym_confidence", "asym_recompose", "asym_mixed")):
                     batch = asymmetric_batch(batch, groups, adv, group_mask, cfg, fns, params, put)
 
                 sums: dict[str, float] = {}
@@ -936,6 +955,9 @@ def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, 
     resp = np.zeros_like(batch["loss_mask"])
     resp[:, w - 1:] = groups.mask  # response tokens, aligned with the targets
     adv = np.asarray(adv_PxN, np.float32)
+    if cfg.use("asym_mixed"):
+        adv = adv * mixed_weights(groups, cfg)
+        batch = {**batch, "adv": build_batch(groups, adv, group_mask)["adv"]}
     if cfg.use("asym_channels") or cfg.use("asym_confidence"):
         conf = None
         if cfg.use("asym_confidence"):
