@@ -103,11 +103,11 @@ def plot_theory_overlay(results: dict, path: str | Path) -> Path:
         ax.plot(mu, active_fraction_prediction(mu, n), color=colors[n], label=f"Lemma 3.1, N={n}")
     markers = "osD^v<>"
     for ti, (tname, by_label) in enumerate(logs.items()):
-        for label, runs in by_label.items():
+        for li, (label, runs) in enumerate(by_label.items()):
             n = next(e["group_size"] for e in results["tasks"][tname]["runs"].values() if e["label"] == label)
             x = [rec["success_rate"] for r in runs for rec in r]
             y = [rec["active_fraction"] for r in runs for rec in r]
-            ax.scatter(x, y, s=8, alpha=0.5, color=colors[n], marker=markers[ti % len(markers)],
+            ax.scatter(x, y, s=8, alpha=0.5, color=colors[n], marker=markers[(ti + li) % len(markers)],
                        label=f"{tname}: {label}")
     ax.set_xlabel("batch success rate μ̄")
     ax.set_ylabel("share of active groups")
