@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from llm_helpers import hf_model, save_hf, save_tokenizer
+from llm_helpers import LLAMA3_ROPE, hf_model, save_hf, save_tokenizer
 
 from catsim.errors import CatsimError
 from catsim.llm.checkpoint import INDEX_FILE, load_model, save_model
@@ -43,8 +43,10 @@ def test_sharded_checkpoint_loads_like_single_file(tmp_path):
                                                       ("Qwen2ForCausalLM", True, "5GB"),
                                                       ("Qwen3ForCausalLM", False, "5GB")])
 def test_save_round_trip_through_transformers(arch, tied, shard, tmp_path):
-    """catsim save -> transformers load gives the original logits; catsim reload is bit-exact."""
-    model = hf_model(arch, seed=5, tied=tied)
+    """catsim save -> transformers load gives the original logits; catsim reload is bit-exact.
+    The Llama case carries llama3 rope scaling, which must survive the written config.json."""
+    extra = dict(rope_scaling=LLAMA3_ROPE) if arch == "LlamaForCausalLM" else {}
+    model = hf_model(arch, seed=5, tied=tied, **extra)
     src = save_hf(model, tmp_path / "src")
     save_tokenizer(src)
     cfg, params = load_model(src)
@@ -53,6 +55,9 @@ def test_save_round_trip_through_transformers(arch, tied, shard, tmp_path):
     assert (out / INDEX_FILE).is_file() == (shard == "16KB")
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(str(out), dtype=torch.float32).eval()
     assert type(reloaded).__name__ == arch
+    if extra:
+        rope = getattr(reloaded.config, "rope_parameters", None) or reloaded.config.rope_scaling  # 5.x / 4.x
+        assert rope["rope_type"] == "llama3"
     assert np.abs(_hf_logits(reloaded) - _hf_logits(model)).max() <= 1e-5
     cfg2, params2 = load_model(out)
     assert cfg2 == cfg

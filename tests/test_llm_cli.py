@@ -43,14 +43,16 @@ def test_sample_prints_n_completions_per_prompt(model_dir, capsys):
     assert [r["tokens"] for r in alone] == [r["tokens"] for r in rows[:4]]
 
 
-def test_sample_text_output_and_greedy(model_dir, capsys):
+def test_sample_text_output(model_dir, capsys):
+    """Plain-text output; same seed and (prompt id, sample index) give the same completion."""
     args = ["llm", "sample", "--model", str(model_dir), "--prompt", "w5 w6", "--n", "2",
-            "--max-new-tokens", "5", "--temperature", "0", "--raw"]
+            "--max-new-tokens", "6", "--seed", "3"]
     assert main(args) == 0
-    out = capsys.readouterr().out
-    blocks = out.split("--- prompt ")[1:]
-    assert len(blocks) == 2 and blocks[0].startswith("0 sample 0")
-    assert blocks[0].split("\n", 1)[1] == blocks[1].split("\n", 1)[1]  # greedy: both samples equal
+    blocks = capsys.readouterr().out.split("--- prompt ")[1:]
+    assert len(blocks) == 2 and blocks[0].startswith("0 sample 0 (") and blocks[1].startswith("0 sample 1 (")
+    assert main(args + ["--json"]) == 0
+    rows = _json_lines(capsys.readouterr().out)
+    assert [b.split("\n", 1)[1].rstrip("\n") for b in blocks] == [r["text"] for r in rows]
 
 
 def test_sample_errors_are_one_line(model_dir, capsys):

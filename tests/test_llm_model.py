@@ -13,14 +13,12 @@ from catsim.llm.rollout import SamplingConfig, generate, left_pad
 
 torch = pytest.importorskip("torch", reason="the 'oracle' extra (PyTorch) is absent")
 
+# One model per family; together they cover llama3 rope scaling, attention biases (Llama's optional,
+# Qwen2's built-in), q/k norm, tied and untied embeddings.
 CASES = {
-    "llama": ("LlamaForCausalLM", {}),
-    "llama-rope-llama3-tied-bias": ("LlamaForCausalLM",
-                                    dict(rope_scaling=LLAMA3_ROPE, tied=True, attention_bias=True)),
-    "qwen2": ("Qwen2ForCausalLM", {}),
+    "llama-rope-llama3-bias": ("LlamaForCausalLM", dict(rope_scaling=LLAMA3_ROPE, attention_bias=True)),
     "qwen2-tied": ("Qwen2ForCausalLM", dict(tied=True)),
     "qwen3": ("Qwen3ForCausalLM", {}),
-    "qwen3-tied": ("Qwen3ForCausalLM", dict(tied=True)),
 }
 
 
@@ -31,7 +29,8 @@ def _reference_logits(model, tokens, mask=None):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_logits_match_transformers(case, tmp_path):
+def test_family_matches_transformers(case, tmp_path):
+    """Logits within 1e-4 (float32) and identical greedy generations."""
     arch, kwargs = CASES[case]
     model = hf_model(arch, **kwargs)
     cfg, params = load_model(save_hf(model, tmp_path))
@@ -50,6 +49,21 @@ def test_logits_match_transformers(case, tmp_path):
         layers = dict(params["layers"], q_norm=jnp.ones_like(params["layers"]["q_norm"]))
         wrong = np.asarray(forward(dict(params, layers=layers), cfg, jnp.asarray(tokens)))
         assert np.abs(wrong - ref).max() > 1e-2
+
+    # Greedy generation from left-padded prompts of different lengths.
+    rng = np.random.default_rng(2)
+    prompt, mask = left_pad([list(rng.integers(4, cfg.vocab_size, size=n)) for n in (7, 4, 7)])
+    n_new = 12
+    with torch.no_grad():
+        expected = model.generate(input_ids=torch.tensor(np.asarray(prompt)),
+                                  attention_mask=torch.tensor(np.asarray(mask), dtype=torch.long),
+                                  max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
+                                  eos_token_id=None, pad_token_id=0).numpy()[:, prompt.shape[1]:]
+    out = generate(params, cfg, SamplingConfig(max_new_tokens=n_new, temperature=0.0), prompt, mask,
+                   jax.random.key(0))
+    np.testing.assert_array_equal(np.asarray(out.tokens_BxN), expected)
+    assert bool(out.mask_BxN.all())
+    assert len(np.unique(expected)) > 3  # not a degenerate repetition
 
 
 def test_padded_batch_and_cache_match_transformers(tmp_path):
@@ -78,30 +92,6 @@ def test_padded_batch_and_cache_match_transformers(tmp_path):
     assert np.abs(cached - ref)[real].max() <= 1e-4
 
 
-@pytest.mark.parametrize("arch", ["LlamaForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"])
-def test_greedy_generation_matches_transformers(arch, tmp_path):
-    model = hf_model(arch, seed=2)
-    cfg, params = load_model(save_hf(model, tmp_path))
-    rng = np.random.default_rng(2)
-    prompts = [list(rng.integers(4, cfg.vocab_size, size=n)) for n in (7, 4, 7)]
-    tokens, mask = left_pad(prompts)
-    n_new = 12
-    with torch.no_grad():
-        ref = model.generate(input_ids=torch.tensor(np.asarray(tokens)),
-                             attention_mask=torch.tensor(np.asarray(mask), dtype=torch.long),
-                             max_new_tokens=n_new, min_new_tokens=n_new, do_sample=False,
-                             eos_token_id=None, pad_token_id=0).numpy()[:, tokens.shape[1]:]
-    out = generate(params, cfg, SamplingConfig(max_new_tokens=n_new, temperature=0.0), tokens, mask,
-                   jax.random.key(0))
-    np.testing.assert_array_equal(np.asarray(out.tokens_BxN), ref)
-    assert bool(out.mask_BxN.all())
-    # Greedy log-probs under the model are the maximal log-softmax values.
-    full = np.asarray(forward(params, cfg, jnp.concatenate([tokens, out.tokens_BxN], axis=1),
-                              mask_BxT=jnp.concatenate([mask, out.mask_BxN], axis=1)))
-    logp = jax.nn.log_softmax(full[:, tokens.shape[1] - 1:-1])
-    np.testing.assert_allclose(np.asarray(out.model_logprobs_BxN), np.asarray(logp.max(-1)), atol=1e-5)
-
-
 def test_bfloat16_and_remat_close_to_float32():
     from catsim.llm.config import ModelConfig
 
@@ -119,7 +109,7 @@ def test_bfloat16_and_remat_close_to_float32():
     def loss(p, c):
         return jnp.mean(jax.nn.logsumexp(forward(p, c, tokens), axis=-1))
 
-    g_plain = jax.jit(jax.grad(loss), static_argnums=1)(params, cfg)
-    g_remat = jax.jit(jax.grad(loss), static_argnums=1)(params, cfg.replace(remat=True))
-    for a, b in zip(jax.tree.leaves(g_plain), jax.tree.leaves(g_remat)):
-        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+    # Remat changes only what the backward pass stores: the gradient program recomputes the blocks.
+    plain = str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, cfg))
+    remat = str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, cfg.replace(remat=True)))
+    assert "remat" not in plain and "remat" in remat

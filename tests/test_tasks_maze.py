@@ -70,9 +70,23 @@ def test_prompt_format_and_paper_size():
     task = MazeTask(MazeConfig(size=17, n_heldout=4))
     prompt = next(task.prompts("heldout", seed=0))
     lines = prompt.text.split("\n")
-    assert len(lines) == 18 and all(len(line) == 17 for line in lines[:17]) and lines[17] == ">"
+    # the 15x15 interior (outer wall implied), then the separator
+    assert len(lines) == 16 and all(len(line) == 15 for line in lines[:15]) and lines[15] == ">"
     assert prompt.text.count("S") == 1 and prompt.text.count("G") == 1
     assert set(prompt.text) <= set(task.alphabet) and set(prompt.answers[0]) <= set("UDLR")
+    rows, start, goal = grid.parse(prompt.text)
+    assert start[0] % 2 == 0 and start[1] % 2 == 0 and goal[0] % 2 == 0 and goal[1] % 2 == 0  # cells
+
+
+def test_documented_example_is_verified():
+    task = MazeTask(MazeConfig(size=7))
+    text = "S....\n####.\n.....\n.###.\nG..#.\n>"
+    from catsim.llm.tasks.base import Prompt
+
+    prompt = Prompt("maze", "train", 0, text, ("RRRRDDLLLLDD",))
+    assert all_simple_paths(*grid.parse(text)) == ["RRRRDDLLLLDD"]
+    assert task.reward(prompt, "RRRRDDLLLLDD") == 1.0
+    assert task.reward(prompt, "L") == 0.0  # off the shown grid = into the outer wall
 
 
 def test_splits_are_deterministic_disjoint_and_layout_free():

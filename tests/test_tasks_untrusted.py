@@ -70,3 +70,15 @@ def test_huge_strings_are_rejected_before_parsing():
     t0 = time.perf_counter()
     assert task.reward(prompt, huge) == 0.0
     assert time.perf_counter() - t0 < 0.01  # length check first: O(1), no scan of the string
+
+
+def test_every_task_follows_the_protocol(task_and_prompt):
+    from catsim.llm.tasks import Task
+
+    task, prompt = task_and_prompt
+    assert isinstance(task, Task)
+    assert task.reward(prompt, task.reference(prompt)) == 1.0
+    answers = task.correct_answers(prompt)
+    assert answers is None or task.reference(prompt) in answers
+    with pytest.raises(Exception):  # noqa: B017 - frozen configs cannot be mutated
+        task.config.n_heldout = 3  # type: ignore[misc]

@@ -77,7 +77,8 @@ def param_shapes(cfg: ModelConfig) -> Params:
 @functools.partial(jax.jit, static_argnames=("cfg", "init_std"))
 def init_params(cfg: ModelConfig, key: jax.Array, init_std: float = 0.02) -> Params:
     """Random parameters as Hugging Face initialises them: N(0, init_std) matrices, unit norms,
-    zero biases; dtype `cfg.dtype`."""
+    zero biases; dtype `cfg.dtype`. Meant for small models trained from scratch and tests: the noise
+    for all matrices is drawn at once (float32), so peak memory is about twice the model's size."""
     dtype = jnp.dtype(cfg.dtype)
     shapes = param_shapes(cfg)
     flat, treedef = jax.tree.flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
@@ -294,20 +295,25 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
         return x if activation_sharding is None else jax.lax.with_sharding_constraint(
             x, activation_sharding)
 
-    def block(x_BxTxD, layer_and_cache):
-        layer, k_cache_BxSxKxE, v_cache_BxSxKxE = layer_and_cache
+    # The whole cache rides in the scan carry and each layer writes its new keys/values in place
+    # (dynamic_update_slice on a loop carry), so a decode step reads the cache once and copies
+    # nothing else.
+    def block(carry, layer_and_index):
+        x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = carry
+        layer, i = layer_and_index
         q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
-        k_cache_BxSxKxE = jax.lax.dynamic_update_slice(
-            k_cache_BxSxKxE, k_BxTxKxE.astype(k_cache_BxSxKxE.dtype), (0, start, 0, 0))
-        v_cache_BxSxKxE = jax.lax.dynamic_update_slice(
-            v_cache_BxSxKxE, v_BxTxKxE.astype(v_cache_BxSxKxE.dtype), (0, start, 0, 0))
-        attn_BxTxHxE = attention(q_BxTxHxE, k_cache_BxSxKxE, v_cache_BxSxKxE, allowed_BxTxS)
+        k_LxBxSxKxE = jax.lax.dynamic_update_slice(
+            k_LxBxSxKxE, k_BxTxKxE.astype(k_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
+        v_LxBxSxKxE = jax.lax.dynamic_update_slice(
+            v_LxBxSxKxE, v_BxTxKxE.astype(v_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
+        attn_BxTxHxE = attention(q_BxTxHxE, k_LxBxSxKxE[i], v_LxBxSxKxE[i], allowed_BxTxS)
         x_BxTxD = constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
-        return x_BxTxD, (k_cache_BxSxKxE, v_cache_BxSxKxE)
+        return (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), None
 
     x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
-    x_BxTxD, (k_LxBxSxKxE, v_LxBxSxKxE) = jax.lax.scan(
-        block, x_BxTxD, (params["layers"], cache.k_LxBxSxKxE, cache.v_LxBxSxKxE))
+    (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), _ = jax.lax.scan(
+        block, (x_BxTxD, cache.k_LxBxSxKxE, cache.v_LxBxSxKxE),
+        (params["layers"], jnp.arange(cfg.num_layers)))
     if last_only:
         x_BxTxD = x_BxTxD[:, -1:]
     logits = _logits(params, cfg, x_BxTxD)

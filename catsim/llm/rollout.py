@@ -6,7 +6,8 @@
                    prompt_ids_B=prompt_ids, sample_ids_B=sample_ids)
     out.tokens_BxN, out.logprobs_BxN, out.mask_BxN
 
-Reproducibility: the randomness of sample b at decode step n is
+Sampling draws one uniform per row and step and inverts the CDF of the sampling distribution
+(far cheaper than V Gumbel variates). Reproducibility: the randomness of sample b at decode step n is
 `fold_in(fold_in(fold_in(key, prompt_ids_B[b]), sample_ids_B[b]), n)`, so a completion depends only
 on (key, prompt id, sample index, prompt tokens) — not on where the sample sits in the batch, on
 the batch size, on the padding width or on the number of devices (up to float rounding of logits).
@@ -90,7 +91,11 @@ def _sample_one(logits_V: jax.Array, key: jax.Array,
         token = jnp.argmax(logits_V)
         return token, jnp.zeros((), jnp.float32), model_logp_V[token]
     policy_logp_V = jax.nn.log_softmax(sampling_logits(logits_V, sampling))
-    token = jax.random.categorical(key, policy_logp_V)
+    # Inverse-CDF sampling: one uniform per row instead of V Gumbel variates (much cheaper for large
+    # V). u lies in (0, 1], so the first index whose CDF reaches u * total always has positive mass.
+    cdf_V = jnp.cumsum(jnp.exp(policy_logp_V))
+    u = 1.0 - jax.random.uniform(key, (), jnp.float32)
+    token = jnp.minimum(jnp.sum(cdf_V < u * cdf_V[-1]), logits_V.shape[-1] - 1)
     return token, policy_logp_V[token], model_logp_V[token]
 
 
@@ -194,9 +199,10 @@ class Completion:
     finished: bool  # ended with a stop token
 
 
-def _bucket(length: int) -> int:
-    """Pad prompt widths to powers of two (>= 16) so a few compiled programs serve all prompts."""
-    return max(16, 1 << (length - 1).bit_length())
+def _bucket(length: int, floor: int = 16) -> int:
+    """Round a prompt width or batch size up to a power of two (>= floor), so that a few compiled
+    programs serve all requests."""
+    return max(floor, 1 << (length - 1).bit_length())
 
 
 def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list[str], n: int,
@@ -218,19 +224,22 @@ def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list
     chat = tokenizer.chat_template is not None if chat is None else chat
     encoded = []
     for text in prompts:
-        if chat:
-            text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
-        ids = tokenizer.encode(text)
+        if chat:  # the template writes BOS itself
+            ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": text}]))
+        else:  # raw text gets the tokenizer's own BOS/EOS post-processing, as `transformers` does
+            ids = tokenizer.encode(text, add_special_tokens=True)
         if not ids:
             raise CatsimError(f"prompt {text!r} encodes to no tokens")
         if max(ids) >= cfg.vocab_size:
             raise CatsimError(f"tokenizer id {max(ids)} is outside the model's vocabulary ({cfg.vocab_size})")
         encoded.append(ids)
     rows = [(pi, si, ids) for pi, ids in zip(prompt_ids, encoded) for si in range(n)]
-    tokens, mask = left_pad([ids for _, _, ids in rows], sampling.pad_token,
+    # Pad the batch with copies of the first row (results dropped) to a bucketed size as well.
+    batch = rows + [rows[0]] * (_bucket(len(rows), floor=8) - len(rows))
+    tokens, mask = left_pad([ids for _, _, ids in batch], sampling.pad_token,
                             _bucket(max(len(ids) for ids in encoded)))
     out = generate(params, cfg, sampling, tokens, mask, key,
-                   jnp.asarray([r[0] for r in rows], jnp.int32), jnp.asarray([r[1] for r in rows], jnp.int32))
+                   jnp.asarray([r[0] for r in batch], jnp.int32), jnp.asarray([r[1] for r in batch], jnp.int32))
     out = jax.device_get(out)
     completions = []
     for row, (pi, si, _) in enumerate(rows):

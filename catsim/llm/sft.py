@@ -194,22 +194,32 @@ def learning_rate_schedule(cfg: SFTConfig) -> optax.Schedule:
     return optax.join_schedules([optax.linear_schedule(0.0, cfg.learning_rate, warm), rest], [warm])
 
 
-def make_optimizer(cfg: SFTConfig) -> optax.GradientTransformation:
-    """Global-norm clipping, then AdamW (0.9, 0.999) with decay on matrices only."""
-    decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)  # noqa: E731
+def _decay_mask(params: Params) -> Params:
+    return jax.tree.map(lambda p: p.ndim >= 2, params)  # matrices decay; norms and biases do not
+
+
+def make_optimizer(grad_clip: float, weight_decay: float, learning_rate: float | jax.Array):
+    """Global-norm clipping, then AdamW (0.9, 0.999) with decoupled decay on matrices only.
+
+    Written as optax defines `adamw` (scale_by_adam → add_decayed_weights → scale by −lr) so the
+    learning rate can be a traced scalar: the compiled step does not depend on the schedule.
+    """
     return optax.chain(
-        optax.clip_by_global_norm(cfg.grad_clip),
-        optax.adamw(learning_rate_schedule(cfg), b1=0.9, b2=0.999, weight_decay=cfg.weight_decay,
-                    mask=decay_mask),
+        optax.clip_by_global_norm(grad_clip),
+        optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
+        optax.add_decayed_weights(weight_decay, mask=_decay_mask),
+        optax.scale_by_learning_rate(learning_rate),
     )
 
 
-@functools.partial(jax.jit, static_argnames=("model_cfg", "cfg"), donate_argnums=0)
-def train_step(state: TrainState, batch: Batch, *, model_cfg: ModelConfig,
-               cfg: SFTConfig) -> tuple[TrainState, dict[str, jax.Array]]:
-    """One AdamW step on the SFT loss: a pure function of (state, batch); configs are static, so
-    every run with the same settings in a process reuses one compiled program."""
-    optimizer = make_optimizer(cfg)
+@functools.partial(jax.jit, static_argnames=("model_cfg", "grad_clip", "weight_decay"),
+                   donate_argnums=0)
+def train_step(state: TrainState, batch: Batch, learning_rate: jax.Array, *, model_cfg: ModelConfig,
+               grad_clip: float, weight_decay: float) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One AdamW step on the SFT loss: a pure function of (state, batch, lr). Only the model shape
+    and the optimizer constants are static, so runs that differ in steps, lr or seed share one
+    compiled program."""
+    optimizer = make_optimizer(grad_clip, weight_decay, learning_rate)
     (loss, acc), grads = jax.value_and_grad(sft_loss, has_aux=True)(state.params, model_cfg, batch)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
@@ -217,11 +227,30 @@ def train_step(state: TrainState, batch: Batch, *, model_cfg: ModelConfig,
     return TrainState(state.step + 1, params, opt_state), metrics
 
 
-@functools.partial(jax.jit, static_argnames=("model_cfg", "cfg"))
+@functools.partial(jax.jit, static_argnames=("model_cfg", "grad_clip", "weight_decay"))
+def _init_state(key: jax.Array, *, model_cfg: ModelConfig, grad_clip: float,
+                weight_decay: float) -> TrainState:
+    params = init_params(model_cfg, key)
+    opt_state = make_optimizer(grad_clip, weight_decay, 0.0).init(params)
+    return TrainState(jnp.zeros((), jnp.int32), params, opt_state)
+
+
 def init_state(model_cfg: ModelConfig, cfg: SFTConfig) -> TrainState:
     """Step 0: parameters from `cfg.seed` and a fresh optimizer state."""
-    params = init_params(model_cfg, jax.random.key(cfg.seed))
-    return TrainState(jnp.zeros((), jnp.int32), params, make_optimizer(cfg).init(params))
+    return _init_state(jax.random.key(cfg.seed), model_cfg=model_cfg, grad_clip=cfg.grad_clip,
+                       weight_decay=cfg.weight_decay)
+
+
+def step_fn(model_cfg: ModelConfig, cfg: SFTConfig):
+    """`(state, batch) -> (state, metrics)` for run `cfg`: the jitted step at the scheduled lr."""
+    schedule = learning_rate_schedule(cfg)
+
+    def step(state: TrainState, batch: Batch):
+        lr = jnp.asarray(schedule(int(state.step)), jnp.float32)
+        return train_step(state, batch, lr, model_cfg=model_cfg, grad_clip=cfg.grad_clip,
+                          weight_decay=cfg.weight_decay)
+
+    return step
 
 
 # ----------------------------------------------------------------------------- training state on disk
@@ -327,6 +356,7 @@ def run_sft(
          "num_params": model_cfg.num_params, "fingerprint": fp}, indent=2) + "\n")
 
     end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+    step_once = step_fn(model_cfg, cfg)
     schedule = learning_rate_schedule(cfg)
     last_loss = float("nan")
     bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not progress,
@@ -336,7 +366,7 @@ def run_sft(
             for step in range(start, end):
                 t0 = time.perf_counter()
                 batch = make_batch(task, tokenizer, cfg, step)
-                state, metrics = train_step(state, batch, model_cfg=model_cfg, cfg=cfg)
+                state, metrics = step_once(state, batch)
                 metrics = {k: float(v) for k, v in metrics.items()}
                 last_loss = metrics["loss"]
                 log.write(json.dumps({"step": step + 1, **metrics, "lr": float(schedule(step)),
@@ -347,7 +377,10 @@ def run_sft(
                 if (step + 1) % cfg.save_every == 0 or step + 1 == end:
                     save_state(state_path, state, fp)
     except KeyboardInterrupt:
-        save_state(state_path, state, fp)  # keep what was done; rerun the command to resume
+        try:  # keep what was done; rerun the command to resume
+            save_state(state_path, state, fp)
+        except RuntimeError:  # interrupted inside a step whose input buffers were donated (GPU):
+            pass  # the last periodic save stands
         raise
     finally:
         bar.close()

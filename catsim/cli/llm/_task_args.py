@@ -8,10 +8,10 @@ from catsim.llm.tasks import TASKS
 
 # CLI flag -> task config field (None default = the task's own default)
 TASK_OPTIONS = {
-    "size": ("--size", int, "maze: grid side incl. walls, odd (paper: 17)"),
+    "size": ("--size", int, "maze: grid side incl. walls, odd (default 7; paper 17)"),
     "algorithm": ("--maze-algorithm", str, "maze: generator, dfs or wilson"),
-    "height": ("--height", int, "paths: grid rows"),
-    "width": ("--width", int, "paths: grid columns"),
+    "height": ("--height", int, "paths: grid rows (default 5)"),
+    "width": ("--width", int, "paths: grid columns (default 5)"),
     "obstacle_density": ("--obstacle-density", float, "paths: obstacle probability per square"),
     "min_answers": ("--min-answers", int, "paths: fewest shortest paths per prompt"),
     "max_answers": ("--max-answers", int, "paths: most shortest paths per prompt"),
@@ -29,7 +29,8 @@ def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> No
     group.add_argument("--task", choices=sorted(TASKS), required=required,
                        help="built-in task: maze, paths (many solutions) or math (local file)")
     for dest, (flag, kind, text) in TASK_OPTIONS.items():
-        group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text)
+        group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text,
+                           metavar=flag.lstrip("-").upper().replace("-", "_"))
 
 
 def task_options(args: argparse.Namespace) -> dict:
@@ -76,8 +77,9 @@ def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
         import dataclasses
 
         sampling = dataclasses.replace(sampling, max_new_tokens=cap + 1)
+    chat = tokenizer.chat_template is not None if args.chat is None else args.chat
     records = sample_task(params, cfg, tokenizer, task, prompts, args.n, sampling,
-                          jax.random.key(args.seed))
+                          jax.random.key(args.seed), chat=chat)
     by_index = {p.index: p for p in prompts}
     for r in records:
         if args.json:

@@ -7,16 +7,18 @@ path from S to G as moves over "UDLR" (one grid step each); the verifier accepts
 it walks from S through open squares without revisiting any and stops on G — which, because the
 maze is a tree, is exactly the target string.
 
-Prompt format (size 5, for instance)::
+Compact prompt format: the outer wall carries no information, so the prompt shows only the
+(size−2)×(size−2) interior, each row followed by a newline, then ">"; a move off the shown grid
+is a move into the wall. Size 7, for instance::
 
-    #####
-    #S..#
-    ###.#
-    #G..#
-    #####
+    S....
+    ####.
+    .....
+    .###.
+    G..#.
     >
 
-followed by the answer, e.g. "RRDDLL". Generators: "dfs" (recursive backtracker: long corridors,
+followed by the answer "RRRRDDLLLLDD". Generators: "dfs" (recursive backtracker: long corridors,
 the classic maze look) or "wilson" (Wilson's algorithm: a uniformly random spanning tree).
 """
 
@@ -38,7 +40,7 @@ ALGORITHMS = ("dfs", "wilson")
 class MazeConfig:
     """Maze task configuration."""
 
-    size: int = 9  # side of the character grid incl. the outer wall; odd, >= 5 (paper: 17)
+    size: int = 7  # side of the maze grid incl. its outer wall; odd, >= 5 (paper: 17; CPU default 7)
     algorithm: str = "dfs"  # maze generator: "dfs" (recursive backtracker) or "wilson" (uniform tree)
     n_train: int = 1_000_000  # train prompts per seed (paper: 1M); instances are drawn with replacement
     n_heldout: int = 256  # held-out prompts per seed (paper: 256), distinct, never in the train split
@@ -137,8 +139,8 @@ class MazeTask(GeneratedSplits):
 
     @property
     def max_answer_chars(self) -> int:
-        """Upper bound on the length of a simple path: the number of open squares minus one."""
-        return (self.config.size - 2) ** 2
+        """Upper bound on the length of a simple path: the number of interior squares minus one."""
+        return (self.config.size - 2) ** 2 - 1
 
     def _instance(self, rng: np.random.Generator) -> Instance:
         rows = carve(self.config.size, self.config.algorithm, rng)
@@ -148,8 +150,8 @@ class MazeTask(GeneratedSplits):
         goal = (2 * int(b // m) + 1, 2 * int(b % m) + 1)
         rows[start[0]][start[1]] = grid.START
         rows[goal[0]][goal[1]] = grid.GOAL
-        text = grid.render(rows)
-        parsed, _, _ = grid.parse(text)
+        text = grid.render([row[1:-1] for row in rows[1:-1]])  # drop the implied outer wall
+        parsed, start, goal = grid.parse(text)
         return text, (solve(parsed, start, goal),)
 
     def reference(self, prompt: Prompt) -> str:

@@ -10,6 +10,7 @@ so results do not depend on batch layout.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -40,8 +41,12 @@ def backend(tokenizer):
     return getattr(tokenizer, "backend", tokenizer)
 
 
-def encode_prompt(tokenizer, text: str) -> list[int]:
-    """Prompt ids with the tokenizer's own special-token rule (the character tokenizer adds <bos>)."""
+def encode_prompt(tokenizer, text: str, chat: bool = False) -> list[int]:
+    """Prompt ids. Plain: the tokenizer's own special-token rule (the character tokenizer adds
+    <bos>). chat: the text as a user message in the tokenizer's chat template (real checkpoints)."""
+    if chat:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": text}])
+        return list(backend(tokenizer).encode(text, add_special_tokens=False).ids)
     return list(backend(tokenizer).encode(text, add_special_tokens=True).ids)
 
 
@@ -64,14 +69,18 @@ def sample_task(
     sampling: SamplingConfig,
     key: jax.Array,
     batch_size: int = 256,
+    chat: bool = False,
 ) -> list[SampleRecord]:
-    """n completions per prompt, decoded and rewarded; records ordered by (prompt, sample)."""
+    """n completions per prompt, decoded and rewarded; records ordered by (prompt, sample).
+
+    chat: wrap prompts in the tokenizer's chat template (see `encode_prompt`).
+    """
     if n < 1:
         raise CatsimError(f"number of samples must be positive, got {n}")
     if not sampling.stop_tokens:
         raise CatsimError("sampling needs at least one stop token (the tokenizer's <eos>)")
     rows = [(p, s) for p in prompts for s in range(n)]
-    encoded = {p.index: encode_prompt(tokenizer, p.text) for p in prompts}
+    encoded = {p.index: encode_prompt(tokenizer, p.text, chat) for p in prompts}
     width = max(len(ids) for ids in encoded.values())
     records: list[SampleRecord] = []
     for start in range(0, len(rows), batch_size):
@@ -94,29 +103,42 @@ def sample_task(
     return records
 
 
-def model_logprob_fn(params: Params, cfg: ModelConfig):
-    """A `LogProbFn` for `answer_mass.answer_probabilities`: teacher-forced Σ log π(completion)."""
+@functools.partial(jax.jit, static_argnums=1)
+def sequence_logprobs(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, mask_BxT: jax.Array,
+                      target_BxT: jax.Array) -> jax.Array:
+    """Σ_t log π(tokens[b, t] | tokens[b, <t]) over positions with target_BxT set, shape [B].
 
-    @jax.jit
-    def _seq_logprob(params, tokens_BxT, mask_BxT, target_mask_BxT):
-        logits = forward(params, cfg, tokens_BxT, mask_BxT=mask_BxT)
-        logp = jax.nn.log_softmax(logits[:, :-1].astype(jnp.float32))
-        picked = jnp.take_along_axis(logp, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
-        return jnp.sum(jnp.where(target_mask_BxT[:, 1:], picked, 0.0), axis=1)
+    Teacher forcing: logits at position t−1 score token t (target_BxT[:, 0] is ignored).
+    """
+    logits_BxTxV = forward(params, cfg, tokens_BxT, mask_BxT=mask_BxT)
+    logp_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32))
+    picked_BxT = jnp.take_along_axis(logp_BxTxV, tokens_BxT[:, 1:, None], axis=-1)[..., 0]
+    return jnp.sum(jnp.where(target_BxT[:, 1:], picked_BxT, 0.0), axis=1)
+
+
+def model_logprob_fn(params: Params, cfg: ModelConfig, pad_to: int = 32, row_multiple: int = 16):
+    """A `LogProbFn` for `answer_mass.answer_probabilities`: teacher-forced Σ log π(completion).
+
+    Inputs are padded (width to a multiple of `pad_to`, rows to a multiple of `row_multiple`) so a
+    handful of compiled shapes serve every prompt.
+    """
 
     def logprob_fn(prompt_ids: Sequence[int], completions: Sequence[Sequence[int]]) -> np.ndarray:
+        if not completions:
+            return np.zeros((0,), np.float64)
         p = len(prompt_ids)
-        width = p + max(len(c) for c in completions)
-        tokens = np.zeros((len(completions), width), np.int32)
-        mask = np.zeros((len(completions), width), bool)
-        target = np.zeros((len(completions), width), bool)
+        width = -(-(p + max(len(c) for c in completions)) // pad_to) * pad_to
+        rows = -(-len(completions) // row_multiple) * row_multiple
+        tokens = np.zeros((rows, width), np.int32)
+        mask = np.zeros((rows, width), bool)
+        target = np.zeros((rows, width), bool)
         for i, comp in enumerate(completions):
             seq = list(prompt_ids) + list(comp)
             tokens[i, : len(seq)] = seq
             mask[i, : len(seq)] = True
             target[i, p : len(seq)] = True
-        return np.asarray(_seq_logprob(params, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(target)),
-                          np.float64)
+        out = sequence_logprobs(params, cfg, jnp.asarray(tokens), jnp.asarray(mask), jnp.asarray(target))
+        return np.asarray(out, np.float64)[: len(completions)]
 
     return logprob_fn
 
