@@ -113,4 +113,3 @@ def test_bfloat16_and_remat_close_to_float32():
     plain = str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, cfg))
     remat = str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, cfg.replace(remat=True)))
     assert "remat" not in plain and "remat" in remat
-    np.testing.assert_array_equal(np.asarray(forward(params, cfg.replace(remat=True), tokens)), np.asarray(ref))

@@ -109,10 +109,12 @@ def test_missing_file_and_bad_options(tmp_path):
 
 
 def test_math_verify_time_is_bounded(math_file):
+    """Each math-verify stage (parse gold, parse prediction, compare) has a 1 s alarm here, so one
+    reward takes at most about 3 s plus overhead, whatever the completion (slack for a busy CPU)."""
     task = make_task("math", path=str(math_file), heldout_fraction=0.0, timeout_seconds=1)
     p = task.prompt("train", 0, 0)
-    t0 = time.perf_counter()
     for evil in ["\\boxed{9^{9^{9^{9^{9}}}}}", "\\boxed{" + "(" * 2000 + "1" + ")" * 2000 + "}",
                  "$" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "$"]:
+        t0 = time.perf_counter()
         assert task.reward(p, evil) == 0.0
-    assert time.perf_counter() - t0 < 15.0
+        assert time.perf_counter() - t0 < 10.0
