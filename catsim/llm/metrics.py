@@ -130,10 +130,15 @@ def paired_subsample_test(n: int, correct_a_P, correct_b_P, *, k: int, m: int,
 
 
 def active_fraction_prediction(success_rate, group_size: int) -> np.ndarray:
-    """Lemma 3.1: Pr(a group of N rollouts is active) = 1 − μ^N − (1 − μ)^N, elementwise in μ."""
-    mu = np.asarray(success_rate, np.float64)
-    if np.any((mu < 0) | (mu > 1)) or not np.all(np.isfinite(mu)):
-        raise CatsimError("success rates must lie in [0, 1]")
+    """Lemma 3.1: Pr(a group of N rollouts is active) = 1 − μ^N − (1 − μ)^N, elementwise in μ.
+
+    A thin wrapper over `catsim.theory.tail_miss.active_probability` (the one implementation).
+    """
+    from catsim.theory.tail_miss import active_probability
+
     if isinstance(group_size, bool) or int(group_size) != group_size or group_size < 1:
         raise CatsimError(f"group size must be a whole number >= 1, got {group_size!r}")
-    return np.clip(1.0 - np.power(mu, group_size) - np.power(1.0 - mu, group_size), 0.0, 1.0)
+    mu = np.asarray(success_rate, np.float64)
+    if not np.all(np.isfinite(mu)):
+        raise CatsimError("success rates must lie in [0, 1]")
+    return np.asarray(active_probability(np.full(mu.shape, float(group_size)), mu))
