@@ -71,7 +71,7 @@ def _sim(args, figures: Path, runs: Path) -> bool:
     from catsim.sim.sweep import reproduce
 
     result = reproduce(runs / ("sim-quick" if args.quick else "sim-full"), quick=args.quick)
-    target = figures / ("fig2_quick.png" if args.quick else "fig2.png")
+    target = figures / ("fig2_quick.png" if args.quick else "fig2_paper.png")
     shutil.copyfile(result["figure"], target)
     print(f"wrote {target}")
     return True
@@ -81,11 +81,11 @@ def _llm(args, figures: Path, runs: Path) -> bool:
     from catsim.llm.pipeline import run_pipeline
 
     report = run_pipeline(runs / ("llm-quick" if args.quick else "llm-default"), quick=args.quick)
-    suffix = "_quick" if args.quick else ""
-    for png in sorted(report.parent.glob("*.png")):
-        target = figures / f"llm_{png.stem}{suffix}.png"
-        shutil.copyfile(png, target)
-        print(f"wrote {target}")
+    target_dir = figures / ("llm-rl-quick" if args.quick else "llm-rl")
+    target_dir.mkdir(parents=True, exist_ok=True)
+    for path in [report, *sorted(report.parent.glob("*.png"))]:
+        shutil.copyfile(path, target_dir / path.name)
+        print(f"wrote {target_dir / path.name}")
     print(report.read_text())
     return True
 
