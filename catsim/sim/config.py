@@ -1,0 +1,225 @@
+"""Typed, frozen configuration of the categorical-policy simulator (paper §5.1, App. J).
+
+Three layers, each owned by one module:
+  PolicyConfig  -> `catsim.sim.policy`   (the action space and the initial logits)
+  UpdateConfig  -> `catsim.sim.engine`   (objective, advantages, focal weight, optimiser, controls)
+  SimConfig     -> `catsim.sim.engine`   (policy + update + group size, steps, sampler, logging)
+
+Named scenarios (`scenario(name)`) give the published set-ups; every field can be overridden with
+`dataclasses.replace`. Construction validates and raises `CatsimError` with a one-line message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from catsim.errors import CatsimError
+from catsim.objectives.focal import GammaSchedule
+
+INIT_KINDS = ("paper", "uniform", "gaussian", "zipf", "target_qpos")
+SURROGATES = ("linear", "reinforce", "grpo", "dapo", "cispo")
+ADVANTAGES = ("mean_centred", "grpo")
+OPTIMISERS = ("sgd", "adam", "adamw")
+SAMPLERS = ("auto", "inverse_cdf", "blocked")
+
+
+def _finite(name: str, value: float) -> None:
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise CatsimError(f"{name} must be a finite number, got {value!r}")
+
+
+def _whole(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise CatsimError(f"{name} must be a whole number >= {low}, got {value!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyConfig:
+    """Action space and initial logits of the softmax policy. Actions 0..C−1 are correct
+    (action 0 is the anchor), actions C..V−1 are incorrect."""
+
+    num_actions: int = 128_000  # V, the number of actions (paper: 128,000)
+    num_correct: int = 10_000  # C, correct actions, 1 <= C < V (paper: 10,000)
+    init: str = "paper"  # one of INIT_KINDS; "paper" is App. J's anchor/correct/incorrect logits
+    anchor_logit: float = 5.0  # "paper": logit of the anchor correct action (action 0)
+    correct_logit: float = 3.0  # "paper": logit of every other correct action
+    incorrect_logit: float = 0.0  # "paper": logit of every incorrect action
+    gaussian_std: float = 1.0  # "gaussian": logits ~ N(0, std^2), drawn with `init_seed`
+    zipf_exponent: float = 1.0  # "zipf": p(rank r) ∝ r^(−s); ranks are interleaved over both sets
+    target_qpos: float = 0.63  # "target_qpos": uniform within each set, correct mass = this value
+    init_seed: int = 0  # seed of the random initialisations ("gaussian", "zipf" rank order)
+
+    def __post_init__(self):
+        _whole("num_actions", self.num_actions, 2)
+        _whole("num_correct", self.num_correct, 1)
+        if self.num_correct >= self.num_actions:
+            raise CatsimError(
+                f"num_correct ({self.num_correct}) must be smaller than num_actions ({self.num_actions})"
+            )
+        if self.init not in INIT_KINDS:
+            raise CatsimError(f"unknown init {self.init!r}; choose one of {', '.join(INIT_KINDS)}")
+        for name in ("anchor_logit", "correct_logit", "incorrect_logit", "zipf_exponent"):
+            _finite(name, getattr(self, name))
+        _finite("gaussian_std", self.gaussian_std)
+        if self.gaussian_std < 0:
+            raise CatsimError(f"gaussian_std must be >= 0, got {self.gaussian_std}")
+        _finite("target_qpos", self.target_qpos)
+        if not 0.0 < self.target_qpos < 1.0:
+            raise CatsimError(f"target_qpos must lie in (0, 1), got {self.target_qpos}")
+        _whole("init_seed", self.init_seed, 0)
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateConfig:
+    """One policy-gradient step: the objective (from `catsim.objectives`), its optimiser, controls.
+
+    Rewards: a correct draw gets `reward_correct`, a wrong one `reward_wrong` (App. J: ±1).
+    """
+
+    surrogate: str = "reinforce"  # "linear" (eq. 5), "reinforce" (log-prob), "grpo", "dapo", "cispo"
+    advantage: str = "mean_centred"  # "mean_centred" (App. J, r − mean) or "grpo" (÷ std + eps)
+    advantage_eps: float = 0.0  # ε in the GRPO std denominator (0 = exact)
+    reward_correct: float = 1.0  # Rc
+    reward_wrong: float = -1.0  # Rw < Rc
+    gamma: GammaSchedule = GammaSchedule()  # focal weight (1 − μ̂)^γ; γ is overridden per run
+    optimiser: str = "adam"  # "sgd", "adam" or "adamw" (optax)
+    learning_rate: float = 1e-2  # η; the low-LR control multiplies it by m_γ
+    weight_decay: float = 0.0  # AdamW decoupled weight decay (ignored by sgd/adam)
+    b1: float = 0.9  # Adam β1
+    b2: float = 0.999  # Adam β2
+    adam_eps: float = 1e-8  # Adam ε
+    ppo_epochs: int = 1  # optimiser steps on the same group (clipping only acts from epoch 2)
+    clip_low: float | None = None  # ε_low; None = the surrogate's default (0.2 / 0.2 / 1.0)
+    clip_high: float | None = None  # ε_high; None = the surrogate's default (0.2 / 0.28 / 5.0)
+    entropy_coef: float = 0.0  # entropy bonus: loss −= coef · H(π)
+    kl_coef: float = 0.0  # penalty coef · KL(π ‖ π_0), exact over all V actions
+    low_lr_control: bool = False  # App. N: run at lr · m_γ (m_γ of the schedule's max γ)
+    dynamic_sampling: bool = False  # DAPO: redraw all-equal groups (up to `max_resamples` times)
+    max_resamples: int = 16  # cap on redraws per step under dynamic sampling
+
+    def __post_init__(self):
+        if self.surrogate not in SURROGATES:
+            raise CatsimError(
+                f"unknown update rule {self.surrogate!r}; choose one of {', '.join(SURROGATES)}"
+            )
+        if self.advantage not in ADVANTAGES:
+            raise CatsimError(
+                f"unknown advantage {self.advantage!r}; choose one of {', '.join(ADVANTAGES)}"
+            )
+        if self.optimiser not in OPTIMISERS:
+            raise CatsimError(
+                f"unknown optimiser {self.optimiser!r}; choose one of {', '.join(OPTIMISERS)}"
+            )
+        for name in ("advantage_eps", "reward_correct", "reward_wrong", "learning_rate",
+                     "weight_decay", "b1", "b2", "adam_eps", "entropy_coef", "kl_coef"):
+            _finite(name, getattr(self, name))
+        if not self.reward_correct > self.reward_wrong:
+            raise CatsimError(
+                f"reward_correct ({self.reward_correct}) must exceed reward_wrong ({self.reward_wrong})"
+            )
+        if self.learning_rate <= 0:
+            raise CatsimError(f"learning_rate must be > 0, got {self.learning_rate}")
+        for name in ("advantage_eps", "weight_decay", "adam_eps", "entropy_coef", "kl_coef"):
+            if getattr(self, name) < 0:
+                raise CatsimError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("b1", "b2"):
+            if not 0 <= getattr(self, name) < 1:
+                raise CatsimError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
+        _whole("ppo_epochs", self.ppo_epochs, 1)
+        _whole("max_resamples", self.max_resamples, 0)
+        for name in ("clip_low", "clip_high"):
+            value = getattr(self, name)
+            if value is not None:
+                _finite(name, value)
+                if value < 0:
+                    raise CatsimError(f"{name} must be >= 0, got {value}")
+        if not isinstance(self.gamma, GammaSchedule):
+            raise CatsimError("gamma must be a catsim.objectives.focal.GammaSchedule")
+
+    @property
+    def label(self) -> str:
+        """Short method label used as the `method` coordinate of results."""
+        return f"{self.optimiser}-{self.surrogate}-lr{self.learning_rate:g}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """One simulation: a policy, an update rule, a group size N and a number of steps."""
+
+    policy: PolicyConfig = PolicyConfig()  # action space and initial logits
+    update: UpdateConfig = UpdateConfig()  # objective and optimiser
+    group_size: int = 256  # N, i.i.d. draws per step (>= 1)
+    steps: int = 1000  # T, policy updates
+    log_every: int = 1  # record metrics every k steps (steps must be a multiple of k)
+    sampler: str = "auto"  # "auto" (by N), "inverse_cdf" (full CDF + search), "blocked" (per draw)
+    method: str = ""  # label of the method in results; "" = `update.label`
+
+    def __post_init__(self):
+        if not isinstance(self.policy, PolicyConfig) or not isinstance(self.update, UpdateConfig):
+            raise CatsimError("policy and update must be PolicyConfig and UpdateConfig")
+        _whole("group_size (N)", self.group_size, 1)
+        _whole("steps", self.steps, 1)
+        _whole("log_every", self.log_every, 1)
+        if self.steps % self.log_every:
+            raise CatsimError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
+        if self.sampler not in SAMPLERS:
+            raise CatsimError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+
+    @property
+    def method_label(self) -> str:
+        return self.method or self.update.label
+
+
+# --- named scenarios ---------------------------------------------------------------------------
+
+# The paper's App. J policy and grid (Fig. 2).
+PAPER_GROUP_SIZES = tuple(2**k for k in range(1, 18))  # 2, 4, ..., 131072
+PAPER_GAMMAS = (0.0, 1.0)
+PAPER_SEEDS = 4
+PAPER_STEPS = 1000
+# BroRL Fig. 3 (Hu et al. 2025, §4.1).
+BRORL_GROUP_SIZES = (4, 8, 16, 512, 51200)
+
+SCENARIOS = {
+    # Default reading of Fig. 2: Adam at 1e-2 on the log-prob objective with the paper's centred
+    # rewards. It is the reading that reproduces the published picture (docs/simulator.md).
+    "paper": SimConfig(
+        update=UpdateConfig(surrogate="reinforce", optimiser="adam", learning_rate=1e-2),
+        method="paper",
+    ),
+    # The literal text of App. J: plain gradient ascent on the linear surrogate at η = 1e-2.
+    "paper-literal": SimConfig(
+        update=UpdateConfig(surrogate="linear", optimiser="sgd", learning_rate=1e-2),
+        method="paper-literal",
+    ),
+    # Adam on the linear surrogate at 1e-2 (the other reading THEORY.md §4 discusses).
+    "paper-adam-linear": SimConfig(
+        update=UpdateConfig(surrogate="linear", optimiser="adam", learning_rate=1e-2),
+        method="paper-adam-linear",
+    ),
+    # BroRL Fig. 3: AdamW at 1e-3 minimising the linear surrogate.
+    "brorl": SimConfig(
+        update=UpdateConfig(
+            surrogate="linear", optimiser="adamw", learning_rate=1e-3, weight_decay=0.01
+        ),  # weight decay: PyTorch's AdamW default (BroRL does not state it)
+        method="brorl",
+    ),
+}
+
+SCENARIO_GRIDS = {
+    "paper": PAPER_GROUP_SIZES,
+    "paper-literal": PAPER_GROUP_SIZES,
+    "paper-adam-linear": PAPER_GROUP_SIZES,
+    "brorl": BRORL_GROUP_SIZES,
+}
+
+
+def scenario(name: str) -> SimConfig:
+    """The named set-up (see SCENARIOS). Raises CatsimError for an unknown name."""
+    try:
+        return SCENARIOS[name]
+    except KeyError:
+        raise CatsimError(
+            f"unknown scenario {name!r}; choose one of {', '.join(SCENARIOS)}"
+        ) from None

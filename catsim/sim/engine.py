@@ -1,0 +1,280 @@
+"""The simulator's engine: a pure `lax.scan` over policy-gradient steps, vmapped over runs.
+
+`make_run(config)` does the host-side set-up and returns a pure function
+
+    run(constants, key, gamma, learning_rate) -> Trajectory     one run: T steps, metrics every k
+
+whose batched form `make_batched_run(config)` = jit(vmap(run)) runs R runs at once (R = γ values ×
+seeds); its run axis may be sharded over devices (`shard_runs`). For long runs with a progress bar
+the host loop calls the batched `chunk` of `make_chunked(config, records_per_chunk)` instead; the
+two give bit-identical results. One step (paper App. J, §4):
+
+  1. draw a group of N actions i.i.d. from π = softmax(z)       (`sampler.sample_counts`)
+  2. binary rewards → advantages from the counts                 (`objectives.advantages`)
+  3. focal weight g = (1 − μ̂)^γ_t                                (`objectives.focal`)
+  4. `ppo_epochs` optimiser steps (optax) on the surrogate loss  (`objectives.losses`), aggregated
+     over the group's draws by `token_mean(loss_V, counts_V)` = (1/N)·Σ_j loss(o_j)
+  5. metrics of the new policy                                   (`sim.metrics`)
+
+Legend: V actions, N group size, R runs, S recorded steps.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from catsim.objectives import advantages, focal, losses
+from catsim.sim import metrics, policy, sampler
+from catsim.sim.config import SimConfig, UpdateConfig
+
+
+class Constants(NamedTuple):
+    """Arrays shared by every run of a config (passed as arguments, not baked into the program)."""
+
+    z0: jax.Array  # [V] initial logits
+    correct: jax.Array  # [V] bool correct mask
+
+
+class Trajectory(NamedTuple):
+    """Recorded metrics of one run ([R, ...] for a batch): each metric [S+1] at steps 0, k, …, T.
+    Group metrics at step 0 are NaN (no update has happened yet)."""
+
+    metrics: dict  # name -> [S+1] float32
+    final_logits: jax.Array  # [V] z_T
+
+
+class State(NamedTuple):
+    """Carry of the scan over steps (one run)."""
+
+    z: jax.Array  # [V] logits
+    logp: jax.Array  # [V] log softmax(z)
+    opt_state: optax.OptState
+    group: dict  # group metrics of the last update (metrics.GROUP_METRICS)
+
+
+def make_constants(config: SimConfig) -> Constants:
+    """Initial logits and correct mask of `config.policy` as device arrays."""
+    return Constants(
+        jnp.asarray(policy.initial_logits(config.policy)),
+        jnp.asarray(policy.correct_mask(config.policy)),
+    )
+
+
+def make_optimizer(update: UpdateConfig, learning_rate) -> optax.GradientTransformation:
+    """optax optimiser for `update.optimiser`; `learning_rate` may be traced (one per run)."""
+    if update.optimiser == "sgd":
+        return optax.sgd(learning_rate)
+    if update.optimiser == "adam":
+        return optax.adam(learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps)
+    return optax.adamw(
+        learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps,
+        weight_decay=update.weight_decay,
+    )
+
+
+def surrogate_fn(update: UpdateConfig):
+    """Per-token loss f(logp, old_logp, advantages) of `update.surrogate` with its clip bounds."""
+    base = losses.SURROGATES[update.surrogate]
+    if update.surrogate in ("grpo", "dapo", "cispo"):
+        kwargs = {}
+        if update.clip_low is not None:
+            kwargs["clip_low"] = update.clip_low
+        if update.clip_high is not None:
+            kwargs["clip_high"] = update.clip_high
+        return functools.partial(base, **kwargs)
+    return base
+
+
+def per_action_advantages(update: UpdateConfig, counts_V, correct_V, gamma_t):
+    """Advantage of every action for a group given by its counts (binary rewards).
+
+    Returns (adv_V, mu_hat, g, active): adv_V = g·A_c on correct, g·A_w on incorrect actions.
+    """
+    group_size = jnp.sum(counts_V)
+    num_correct = jnp.sum(jnp.where(correct_V, counts_V, 0.0))
+    a_correct, a_wrong = advantages.binary_group_advantages(
+        num_correct, group_size,
+        reward_correct=update.reward_correct, reward_wrong=update.reward_wrong,
+        normalise_std=update.advantage == "grpo", eps=update.advantage_eps,
+    )
+    mu_hat = num_correct / group_size  # = advantages.success_rate for binary rewards
+    g = focal.focal_weight(mu_hat, gamma_t)
+    adv_V = g * jnp.where(correct_V, a_correct, a_wrong)
+    active = (num_correct > 0) & (num_correct < group_size)
+    return adv_V, mu_hat, g, active
+
+
+def make_loss(update: UpdateConfig, z0_V):
+    """loss(z, old_logp_V, counts_V, adv_V) -> []: surrogate + entropy bonus + KL to π_0."""
+    surrogate = surrogate_fn(update)
+
+    def loss(z_V, old_logp_V, counts_V, adv_V):
+        logp_V = jax.nn.log_softmax(z_V)
+        value = losses.token_mean(surrogate(logp_V, old_logp_V, adv_V), counts_V)
+        if update.entropy_coef:
+            value = value - update.entropy_coef * losses.entropy(z_V)
+        if update.kl_coef:
+            value = value + update.kl_coef * losses.categorical_kl(z_V, z0_V)
+        return value
+
+    return loss
+
+
+def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, counts_V, gamma_t):
+    """One policy update on a sampled group (all `update.ppo_epochs` optimiser steps).
+
+    Args:
+      update: the update rule; tx: its optax optimiser; consts: `Constants` (z_0 for the KL term,
+        the correct mask).
+      z_V: [V] logits before the update; logp_V: [V] their log-softmax (the behaviour policy π_old).
+      opt_state: optimiser state; counts_V: [V] draws per action (Σ = N); gamma_t: [] focal γ.
+
+    Returns:
+      (z_V', opt_state', (mu_hat, g, active)).
+    """
+    adv_V, mu_hat, g, active = per_action_advantages(update, counts_V, consts.correct, gamma_t)
+    grad = jax.grad(make_loss(update, consts.z0))
+    for _ in range(update.ppo_epochs):
+        updates, opt_state = tx.update(grad(z_V, logp_V, counts_V, adv_V), opt_state, z_V)
+        z_V = optax.apply_updates(z_V, updates)
+    return z_V, opt_state, (mu_hat, g, active)
+
+
+def _nan_group():
+    return {name: jnp.float32(jnp.nan) for name in metrics.GROUP_METRICS}
+
+
+def _draw(update: UpdateConfig, method: str, n: int, key, p_V, correct_V):
+    """Counts of one group (DAPO dynamic sampling: redraw all-equal groups, capped). -> (c_V, draws)."""
+    counts = sampler.sample_counts(key, p_V, n, method)
+    if not update.dynamic_sampling:
+        return counts, jnp.float32(1.0)
+
+    def cond(val):
+        c, tries = val
+        x = jnp.sum(jnp.where(correct_V, c, 0.0))
+        return ((x == 0) | (x == n)) & (tries < update.max_resamples)
+
+    def body(val):
+        _, tries = val
+        redraw = sampler.sample_counts(jax.random.fold_in(key, tries + 1), p_V, n, method)
+        return redraw, tries + 1
+
+    counts, tries = jax.lax.while_loop(cond, body, (counts, jnp.int32(0)))
+    return counts, (tries + 1).astype(jnp.float32)
+
+
+def make_chunked(config: SimConfig, records_per_chunk: int):
+    """Pure per-run functions for a host loop over chunks of `records_per_chunk · log_every` steps:
+
+      init(constants, learning_rate) -> State
+      chunk(constants, state, key, gamma, learning_rate, first_record) -> (State, metrics)
+          metrics: name -> [records_per_chunk], recorded after steps
+          (first_record + i + 1)·log_every, i = 0 … records_per_chunk − 1.
+
+    The key of step t is fold_in(run_key, t), so results do not depend on the chunking.
+    """
+    update = config.update
+    n = config.group_size
+    method = sampler.choose_sampler(config.sampler, n)
+    k = config.log_every
+
+    def init(consts: Constants, learning_rate) -> State:
+        tx = make_optimizer(update, learning_rate)
+        return State(consts.z0, jax.nn.log_softmax(consts.z0), tx.init(consts.z0), _nan_group())
+
+    def step(consts, tx, schedule, state: State, t):
+        key, step_index = t
+        p_V = jnp.exp(state.logp)
+        counts_V, draws = _draw(update, method, n, key, p_V, consts.correct)
+        # The curriculum schedule reads this group's success rate; the others only the step.
+        gamma_t = schedule(step_index, jnp.sum(jnp.where(consts.correct, counts_V, 0.0)) / n)
+        z_V, opt_state, (mu_hat, g, active) = apply_update(
+            update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t
+        )
+        logp_V = jax.nn.log_softmax(z_V)
+        group = {
+            "mu_hat": mu_hat,
+            "focal": g,
+            "active": active.astype(jnp.float32),
+            "qu_pos_before": metrics.unsampled_correct_mass(p_V, counts_V, consts.correct),
+            "qu_pos_after": metrics.unsampled_correct_mass(jnp.exp(logp_V), counts_V, consts.correct),
+            "draws": draws,
+        }
+        return State(z_V, logp_V, opt_state, group), None
+
+    def chunk(consts: Constants, state: State, key, gamma, learning_rate, first_record):
+        tx = make_optimizer(update, learning_rate)
+        schedule = dataclasses.replace(update.gamma, gamma=gamma)
+        p0_V = jax.nn.softmax(consts.z0)
+        body = functools.partial(step, consts, tx, schedule)
+
+        def record(state, r):
+            steps = r * k + jnp.arange(k)
+            keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(steps)
+            state, _ = jax.lax.scan(body, state, (keys, steps))
+            return state, metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
+
+        return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))
+
+    return init, chunk
+
+
+def initial_metrics(consts: Constants) -> dict:
+    """Metrics of the initial policy (group metrics NaN): the step-0 record."""
+    logp0 = jax.nn.log_softmax(consts.z0)
+    return metrics.state_metrics(logp0, jnp.exp(logp0), consts.correct) | _nan_group()
+
+
+def make_run(config: SimConfig):
+    """The pure single-run function `run(constants, key, gamma, lr) -> Trajectory` (all T steps)."""
+    num_records = config.steps // config.log_every
+    init, chunk = make_chunked(config, num_records)
+
+    def run(consts: Constants, key, gamma, learning_rate) -> Trajectory:
+        state, recs = chunk(consts, init(consts, learning_rate), key, gamma, learning_rate, 0)
+        first = initial_metrics(consts)
+        traj = {name: jnp.concatenate([first[name][None], recs[name]]) for name in metrics.ALL_METRICS}
+        return Trajectory(traj, state.z)
+
+    return run
+
+
+def make_batched_run(config: SimConfig):
+    """jit(vmap(run)) over runs: (constants, keys [R], gammas [R], lrs [R]) -> Trajectory [R, …]."""
+    return jax.jit(jax.vmap(make_run(config), in_axes=(None, 0, 0, 0)))
+
+
+def make_batched_chunked(config: SimConfig, records_per_chunk: int):
+    """Jitted, vmapped (init, chunk) of `make_chunked`: run axis R first in every per-run input."""
+    init, chunk = make_chunked(config, records_per_chunk)
+    return (
+        jax.jit(jax.vmap(init, in_axes=(None, 0))),
+        jax.jit(jax.vmap(chunk, in_axes=(None, 0, 0, 0, 0, None)), donate_argnums=(1,)),
+    )
+
+
+def run_keys(seeds) -> jax.Array:
+    """One PRNG key per seed (`jax.random.key(seed)`): a run's draws depend on its seed only."""
+    return jnp.stack([jax.random.key(int(s)) for s in seeds])
+
+
+def shard_runs(*arrays):
+    """Place arrays with a leading run axis R on all local devices, split along R.
+
+    With one device, or R not divisible by the device count, arrays are returned unchanged.
+    """
+    devices = jax.devices()
+    r = arrays[0].shape[0]
+    if len(devices) == 1 or r % len(devices):
+        return arrays
+    mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
+    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
+    return tuple(jax.device_put(a, spec) for a in arrays)

@@ -1,0 +1,305 @@
+"""Running the simulator over grids: `simulate`, the resumable `sweep`, Fig. 2 regimes and tables.
+
+A *cell* is one (method, N): all γ values × seeds of it run as one vmapped batch (one compiled
+program per N). `sweep` stores each finished cell in `<out>/cells/` and skips it on a re-run, so
+an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.objectives.focal import low_lr_multiplier
+from catsim.sim import engine
+from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig, scenario
+from catsim.sim.metrics import ALL_METRICS
+from catsim.sim.results import SimResults, combine
+
+CHUNK_STEPS = 100  # steps per compiled chunk of the host loop (progress granularity)
+COLLAPSE_THRESHOLD = 0.5  # regime II: final Mret (γ = 0, mean over seeds) below this value
+
+
+def _seed_list(seeds) -> tuple[int, ...]:
+    if isinstance(seeds, int):
+        if seeds < 1:
+            raise CatsimError(f"seeds must be >= 1, got {seeds}")
+        return tuple(range(seeds))
+    out = tuple(int(s) for s in seeds)
+    if not out or any(s < 0 for s in out) or len(set(out)) != len(out):
+        raise CatsimError(f"seeds must be distinct whole numbers >= 0, got {list(seeds)}")
+    return out
+
+
+def _records_per_chunk(num_records: int, log_every: int) -> int:
+    target = max(1, CHUNK_STEPS // log_every)
+    return max(d for d in range(1, min(target, num_records) + 1) if num_records % d == 0)
+
+
+def learning_rate_for(config: SimConfig, gamma: float) -> float:
+    """η of a run: the configured rate, times m_γ under the App. N low-LR control."""
+    lr = config.update.learning_rate
+    if config.update.low_lr_control:
+        schedule = dataclasses.replace(config.update.gamma, gamma=gamma)
+        lr *= low_lr_multiplier(schedule.max_gamma)
+    return lr
+
+
+def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *,
+             progress=None, shard: bool = False) -> dict:
+    """Run every (γ, seed) of one config (one N) as one batch.
+
+    Returns metric name -> [len(gammas), len(seeds), steps/log_every + 1] float32 NumPy arrays.
+    `progress`: an object with `update(n)` (e.g. tqdm), advanced by run-steps done.
+    """
+    for g in gammas:
+        if not (np.isfinite(g) and g >= 0):
+            raise CatsimError(f"gamma must be a finite number >= 0, got {g}")
+    runs = list(itertools.product(gammas, seeds))
+    keys = engine.run_keys([s for _, s in runs])
+    gamma_R = jnp.asarray([g for g, _ in runs], jnp.float32)
+    lr_R = jnp.asarray([learning_rate_for(config, g) for g, _ in runs], jnp.float32)
+    if shard:
+        keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
+    num_records = config.steps // config.log_every
+    per_chunk = _records_per_chunk(num_records, config.log_every)
+    init, chunk = engine.make_batched_chunked(config, per_chunk)
+    consts = engine.make_constants(config)
+    state = init(consts, lr_R)
+    parts = []
+    for c in range(num_records // per_chunk):
+        state, recs = chunk(consts, state, keys, gamma_R, lr_R, c * per_chunk)
+        parts.append(jax.device_get(recs))
+        if progress is not None:
+            progress.update(per_chunk * config.log_every * len(runs))
+    first = jax.device_get(engine.initial_metrics(consts))
+    out = {}
+    for name in ALL_METRICS:
+        body = np.concatenate([p[name] for p in parts], axis=1)  # [R, S]
+        start = np.full((len(runs), 1), first[name], np.float32)
+        out[name] = np.concatenate([start, body], axis=1).reshape(len(gammas), len(seeds), -1)
+    return out
+
+
+def _describe(config: SimConfig) -> dict:
+    d = dataclasses.asdict(config)
+    d.pop("group_size")
+    return d
+
+
+def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
+             gammas: Sequence[float] | None = None, seeds=1, progress: bool = False,
+             shard: bool = False) -> SimResults:
+    """Run `config` for every N in `group_sizes` × γ in `gammas` × seed.
+
+    Args:
+      config: the simulation (its group_size / γ are used when the lists are None).
+      group_sizes: N values; gammas: focal γ values (constant, or the schedule's target γ).
+      seeds: K (seeds 0…K−1) or a list of seeds.
+      progress: show a tqdm bar on stderr.
+      shard: split the run axis over all local devices.
+
+    Returns:
+      SimResults with dims (method, gamma, n, seed, step).
+    """
+    sizes = tuple(group_sizes) if group_sizes is not None else (config.group_size,)
+    gs = tuple(float(g) for g in gammas) if gammas is not None else (config.update.gamma.gamma,)
+    seed_list = _seed_list(seeds)
+    if not sizes:
+        raise CatsimError("no group sizes given")
+    configs = [dataclasses.replace(config, group_size=int(n)) for n in sizes]  # validates N
+    bar = _progress_bar(len(sizes) * len(gs) * len(seed_list) * config.steps, progress)
+    parts = []
+    try:
+        for cfg in configs:
+            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard)
+            parts.append(_cell_results(cfg, gs, seed_list, cell))
+    finally:
+        if bar is not None:
+            bar.close()
+    return combine(parts)
+
+
+def _cell_results(cfg: SimConfig, gammas, seeds, cell: dict) -> SimResults:
+    steps = np.arange(0, cfg.steps + 1, cfg.log_every)
+    data = {name: array[None, :, None] for name, array in cell.items()}
+    return SimResults((cfg.method_label,), tuple(gammas), (cfg.group_size,), tuple(seeds), steps,
+                      data, {cfg.method_label: _describe(cfg)})
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="run-step", unit_scale=True, file=sys.stderr,
+                dynamic_ncols=True, smoothing=0.1)
+
+
+def _cell_signature(cfg: SimConfig, gammas, seeds) -> str:
+    text = json.dumps([dataclasses.asdict(cfg), list(gammas), list(seeds)], sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
+          gammas: Sequence[float] = PAPER_GAMMAS, seeds=4, resume: bool = True,
+          progress: bool = True, shard: bool = False, log=None) -> SimResults:
+    """Resumable grid run: one cell file per N in `<out_dir>/cells/`, then `<out_dir>/results.npz`.
+
+    A finished cell is reused when its file exists and its configuration signature matches.
+    Returns the combined SimResults (also saved). `log(msg)` receives one-line status messages.
+    """
+    out = Path(out_dir)
+    cells_dir = out / "cells"
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    gs = tuple(float(g) for g in gammas)
+    seed_list = _seed_list(seeds)
+    configs = [dataclasses.replace(config, group_size=int(n)) for n in group_sizes]
+    todo, parts = [], {}
+    for cfg in configs:
+        path = cells_dir / f"{cfg.method_label}_n{cfg.group_size}.npz"
+        sig = _cell_signature(cfg, gs, seed_list)
+        if resume and path.exists():
+            try:
+                cached = SimResults.load(path)
+                if cached.attrs.get("signature") == sig:
+                    parts[cfg.group_size] = cached
+                    continue
+            except CatsimError:
+                pass
+        todo.append((cfg, path, sig))
+    if log and parts:
+        log(f"resuming: {len(parts)} of {len(configs)} cells already done in {cells_dir}")
+    bar = _progress_bar(len(todo) * len(gs) * len(seed_list) * config.steps, progress)
+    timings = {}
+    try:
+        for cfg, path, sig in todo:
+            t0 = time.perf_counter()
+            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard)
+            timings[cfg.group_size] = time.perf_counter() - t0
+            res = _cell_results(cfg, gs, seed_list, cell)
+            res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
+            res.save(path)
+            parts[cfg.group_size] = res
+    finally:
+        if bar is not None:
+            bar.close()
+    results = combine([parts[c.group_size] for c in configs])
+    results = dataclasses.replace(
+        results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
+    results.save(out / "results.npz")
+    if timings:
+        (out / "timings.json").write_text(json.dumps(
+            {"seconds_per_cell": {str(k): v for k, v in timings.items()},
+             "total_seconds": sum(timings.values())}, indent=1))
+    return results
+
+
+# --- Fig. 2 analysis -------------------------------------------------------------------------
+
+
+def find_regimes(group_sizes: Sequence[int], final_mret: Sequence[float],
+                 threshold: float = COLLAPSE_THRESHOLD) -> dict:
+    """Regimes I/II/III of Fig. 2 from data: II = the contiguous run of N (in increasing order)
+    around the minimum of final Mret whose Mret is below `threshold`; I = the N below it, III =
+    the N above it. With no N below the threshold there is no regime II (all N are regime I).
+
+    Returns {"I": [...], "II": [...], "III": [...], "threshold": t}.
+    """
+    sizes = list(group_sizes)
+    mret = np.asarray(final_mret, dtype=float)
+    order = np.argsort(sizes)
+    sizes = [sizes[i] for i in order]
+    mret = mret[order]
+    if mret.size == 0 or not np.nanmin(mret) < threshold:
+        return {"I": sizes, "II": [], "III": [], "threshold": threshold}
+    lo = hi = int(np.nanargmin(mret))
+    while lo > 0 and mret[lo - 1] < threshold:
+        lo -= 1
+    while hi < len(sizes) - 1 and mret[hi + 1] < threshold:
+        hi += 1
+    return {"I": sizes[:lo], "II": sizes[lo:hi + 1], "III": sizes[hi + 1:], "threshold": threshold}
+
+
+def regimes_of(results: SimResults, method: str | None = None) -> dict:
+    """`find_regimes` on the γ = 0 (or smallest γ) seed-mean final Mret of `method`."""
+    method = method or results.methods[0]
+    gamma = min(results.gammas)
+    mret = np.nanmean(results.sel("mret", method=method, gamma=gamma)[..., -1], axis=-1)
+    return find_regimes(results.group_sizes, mret)
+
+
+def _regime_of(n: int, regimes: dict) -> str:
+    return next((name for name in ("I", "II", "III") if n in regimes[name]), "")
+
+
+def format_table(results: SimResults, method: str | None = None) -> str:
+    """Final Qpos / Mret per N and γ: seed mean ± std (min–max over seeds), with the regime."""
+    method = method or results.methods[0]
+    regimes = regimes_of(results, method)
+    k = len(results.seeds)
+    head = f"{'N':>7} {'reg':>3}"
+    for g in results.gammas:
+        head += f" | {'Qpos γ=' + format(g, 'g'):^24} | {'Mret γ=' + format(g, 'g'):^24}"
+    lines = [f"method {method}: final values, mean ± std over {k} seed(s) (min–max)", head,
+             "-" * len(head)]
+    for n in results.group_sizes:
+        row = f"{n:>7} {_regime_of(n, regimes):>3}"
+        for g in results.gammas:
+            for metric in ("qpos", "mret"):
+                v = results.sel(metric, method=method, gamma=g, n=n)[..., -1]
+                row += f" | {v.mean():.4f} ± {v.std():.4f} ({v.min():.3f}–{v.max():.3f})"
+        lines.append(row)
+    lines.append(
+        f"regimes from data (γ={min(results.gammas):g} mean final Mret < {regimes['threshold']}): "
+        f"I: N={_span(regimes['I'])}, II: N={_span(regimes['II'])}, III: N={_span(regimes['III'])}")
+    return "\n".join(lines)
+
+
+def _span(sizes) -> str:
+    if not sizes:
+        return "none"
+    return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}…{sizes[-1]}"
+
+
+# --- `catsim reproduce` entry point -----------------------------------------------------------
+
+QUICK_GROUP_SIZES = (2, 8, 32, 256, 2048, 8192, 131072)
+
+
+def reproduce(out_dir, quick: bool = True, *, progress: bool = True, log=print) -> dict:
+    """Reproduce Fig. 2 with the `paper` scenario and write the figure and table to `out_dir`.
+
+    quick=True: N ∈ QUICK_GROUP_SIZES, γ ∈ {0, 1}, 1 seed, 1000 steps (a few minutes on 2 CPU
+    cores); quick=False: the full grid (17 N × 2 γ × 4 seeds). Resumable (cells in out_dir).
+
+    Returns {"results": SimResults, "figure": Path, "table": Path, "seconds": float}.
+    """
+    from catsim.plots.fig2 import plot_fig2
+
+    out = Path(out_dir)
+    cfg = dataclasses.replace(scenario("paper"), log_every=10)
+    sizes, seeds = (QUICK_GROUP_SIZES, 1) if quick else (PAPER_GROUP_SIZES, 4)
+    t0 = time.perf_counter()
+    results = sweep(cfg, out, group_sizes=sizes, gammas=PAPER_GAMMAS, seeds=seeds,
+                    progress=progress, log=log)
+    seconds = time.perf_counter() - t0
+    figure = plot_fig2(results, out / "fig2.png")
+    table = format_table(results)
+    (out / "fig2_table.txt").write_text(table + "\n")
+    if log:
+        log(table)
+        log(f"figure: {figure}  ({seconds:.1f} s)")
+    return {"results": results, "figure": figure, "table": out / "fig2_table.txt",
+            "seconds": seconds}
