@@ -201,42 +201,47 @@ def group_stats(probs: Any, correct: Any, draws: Any) -> GroupStats:
 
 def draw_weights(rewards_N, config: MassStepConfig):
     """Per-draw weights w_j = g·advantage(R)_j from the shared objectives ([N] -> [N], jnp)."""
+    hyper = (config.reward_correct, config.reward_wrong, config.gamma, config.eps)
+    return _draw_weights(rewards_N, hyper, config.resolved_advantage())
+
+
+def _draw_weights(rewards_N, hyper, advantage: str):
     from catsim.objectives import advantages, focal
 
-    kind = config.resolved_advantage()
-    if kind == "raw":
+    reward_correct, reward_wrong, gamma, eps = hyper
+    if advantage == "raw":
         adv = rewards_N
-    elif kind == "centered":
+    elif advantage == "centered":
         adv = advantages.mean_centred(rewards_N)
     else:
-        adv = advantages.grpo(rewards_N, eps=config.eps, ddof=0)
-    rate = advantages.success_rate(
-        rewards_N, reward_correct=config.reward_correct, reward_wrong=config.reward_wrong
-    )
-    return focal.apply_focal(adv, rate, config.gamma)
+        adv = advantages.grpo(rewards_N, eps=eps, ddof=0)
+    rate = advantages.success_rate(rewards_N, reward_correct=reward_correct, reward_wrong=reward_wrong)
+    return focal.apply_focal(adv, rate, gamma)
 
 
-def _loss(logits_V, correct_V, draws_N, config: MassStepConfig):
-    """The surrogate loss of `config.rule` at logits z (shared objectives; see module docstring)."""
+def _loss(logits_V, correct_V, draws_N, hyper, rule: str, advantage: str):
+    """The surrogate loss of `rule` at logits z (shared objectives; see module docstring).
+
+    hyper = (Rc, Rw, γ, ε) as traced scalars, so one compilation serves every value."""
     import jax.numpy as jnp
 
     from catsim.objectives import losses
 
-    rewards_N = jnp.where(correct_V[draws_N], config.reward_correct, config.reward_wrong)
-    weights_N = draw_weights(rewards_N, config)
+    rewards_N = jnp.where(correct_V[draws_N], hyper[0], hyper[1])
+    weights_N = _draw_weights(rewards_N, hyper, advantage)
     logp_N = losses.action_log_probs(logits_V, draws_N)
-    if config.rule == "logprob":
+    if rule == "logprob":
         return losses.token_mean(losses.reinforce_loss(logp_N, weights_N))
-    if config.rule == "linear":
+    if rule == "linear":
         return losses.token_mean(losses.linear_prob_surrogate_loss(logp_N, weights_N))
     # Paper eq. 5: each DISTINCT sampled action once, normalised by N (not by |A ∪ B|).
     # weights_N is g·R_j (raw rewards); a distinct action's weight is that of any of its draws.
     n_draws = draws_N.shape[0]
-    first = jnp.zeros(logits_V.shape[0], bool).at[draws_N].set(True)
+    sampled_V = jnp.zeros(logits_V.shape[0], bool).at[draws_N].set(True)
     weight_V = jnp.zeros(logits_V.shape[0], weights_N.dtype).at[draws_N].set(weights_N)
     logp_V = losses.action_log_probs(logits_V, jnp.arange(logits_V.shape[0]))
     per_action = losses.linear_prob_surrogate_loss(logp_V, weight_V)
-    return jnp.sum(jnp.where(first, per_action, 0.0)) / n_draws
+    return jnp.sum(jnp.where(sampled_V, per_action, 0.0)) / n_draws
 
 
 def logit_step(logits: Any, correct_mask: Any, draws: Any, config: MassStepConfig) -> np.ndarray:
@@ -246,8 +251,10 @@ def logit_step(logits: Any, correct_mask: Any, draws: Any, config: MassStepConfi
     from catsim.numerics import x64
 
     with x64():
-        z = jnp.asarray(logits, dtype=jnp.float64)
-        grad = _jitted_grad()(z, jnp.asarray(correct_mask), jnp.asarray(draws), config)
+        hyper = jnp.asarray([config.reward_correct, config.reward_wrong, config.gamma, config.eps])
+        grad = _jitted_grad()(jnp.asarray(logits, dtype=jnp.float64), jnp.asarray(correct_mask),
+                              jnp.asarray(draws), hyper, config.rule, config.resolved_advantage())
+        # η is applied outside the compiled function: Δz is linear in η.
         return -config.eta * np.asarray(grad)
 
 
@@ -255,8 +262,14 @@ def logit_step(logits: Any, correct_mask: Any, draws: Any, config: MassStepConfi
 def _jitted_grad():
     import jax
 
-    # config (a frozen dataclass) is static: one compilation per rule/advantage/hyper-parameters.
-    return jax.jit(jax.grad(_loss), static_argnums=3)
+    return jax.jit(jax.grad(_loss), static_argnums=(4, 5))
+
+
+@functools.cache
+def _jitted_weights():
+    import jax
+
+    return jax.jit(_draw_weights, static_argnums=2)
 
 
 def first_order_change(probs: Any, dz: Any, subset_mask: Any) -> tuple[float, float, float]:
@@ -412,7 +425,8 @@ def closed_form_changes(p: np.ndarray, mask: np.ndarray, draws: np.ndarray, conf
 
     with x64():
         rewards = jnp.where(jnp.asarray(mask)[draws], config.reward_correct, config.reward_wrong)
-        weights = np.asarray(draw_weights(rewards, config), float)
+        hyper = jnp.asarray([config.reward_correct, config.reward_wrong, config.gamma, config.eps])
+        weights = np.asarray(_jitted_weights()(rewards, hyper, config.resolved_advantage()), float)
     stats = group_stats(p, mask, draws)
     rate = stats.success_rate
     g = (1.0 - rate) ** config.gamma
