@@ -253,7 +253,15 @@ def make_batched_run(config: SimConfig):
 
 
 def make_batched_chunked(config: SimConfig, records_per_chunk: int):
-    """Jitted, vmapped (init, chunk) of `make_chunked`: run axis R first in every per-run input."""
+    """Jitted, vmapped (init, chunk) of `make_chunked`: run axis R first in every per-run input.
+
+    Cached per (config without its label, records_per_chunk), so repeated cells reuse the
+    compiled programs."""
+    return _batched_chunked(dataclasses.replace(config, method=""), records_per_chunk)
+
+
+@functools.lru_cache(maxsize=64)
+def _batched_chunked(config: SimConfig, records_per_chunk: int):
     init, chunk = make_chunked(config, records_per_chunk)
     return (
         jax.jit(jax.vmap(init, in_axes=(None, 0))),

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from catsim.errors import CatsimError
 
 BLOCK_SIZE = 128  # K: actions per block (a multiple of the SIMD width; 128,000 = 1000 blocks)
-AUTO_BLOCKED_MAX_N = 2048  # "auto" uses the blocked sampler up to this N, inverse_cdf above
+AUTO_BLOCKED_MAX_N = 512  # "auto" uses the blocked sampler up to this N (measured crossover), inverse_cdf above
 
 
 def choose_sampler(method: str, group_size: int) -> str:

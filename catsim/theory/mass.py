@@ -303,7 +303,9 @@ class MassStepResult:
 
     def as_dict(self) -> dict:
         out = dataclasses.asdict(self)
-        out["stats"] = dataclasses.asdict(self.stats)
+        # JSON has no NaN: an undefined mean (no correct / no wrong draw) becomes None.
+        out["stats"] = {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                        for k, v in dataclasses.asdict(self.stats).items()}
         out["delta_z"] = [float(x) for x in self.delta_z]
         return out
 

@@ -59,7 +59,11 @@ def _normalised(expr: sp.Expr) -> sp.Expr:
 
 
 def _zero(expr: sp.Expr) -> sp.Expr:
-    return sp.simplify(sp.expand(_normalised(expr)))
+    """Canonical form of a polynomial residual after Σp = 1: expanded, with η/N cleared.
+
+    All p-level residuals here are polynomials in p, R, c (times η/N), so full expansion decides
+    whether they vanish; no heuristic `simplify` is needed (and a non-zero residual stays cheap)."""
+    return sp.expand(sp.cancel(sp.expand(_normalised(expr)) * N / eta)) * eta / N
 
 
 def _block_sum(name: str, power: int = 1) -> sp.Expr:
@@ -80,8 +84,9 @@ def prove_softmax_jacobian(size: int = 4) -> sp.Expr:
     for i in range(size):
         for j in range(size):
             stated = soft[i] * ((1 if i == j else 0) - soft[j])
-            residual += sp.Abs(sp.simplify(sp.diff(soft[i], z[j]) - stated))
-    return sp.simplify(residual)
+            # A rational function of the exp(z_k): `cancel` decides whether it is zero.
+            residual += sp.Abs(sp.cancel(sp.together(sp.diff(soft[i], z[j]) - stated)))
+    return residual
 
 
 def prove_subset_mass_identity(size: int = 4, subset: tuple[int, ...] = (0, 2)) -> sp.Expr:

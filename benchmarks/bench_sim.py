@@ -1,0 +1,104 @@
+"""Speed of the JAX simulator vs a straightforward NumPy implementation of the same update.
+
+Both run the `paper` scenario's update (V = 128,000, C = 10,000; N i.i.d. draws; mean-centred ±1
+rewards; focal weight (1 − μ̂)^γ; Adam at 1e-2 on the log-prob objective) for the same cells:
+one cell = one N with its 8 runs (γ ∈ {0, 1} × 4 seeds). NumPy runs the 8 runs one after the
+other with `rng.choice(V, N, p=p)`; JAX runs them as one jitted, vmapped scan. Times are per
+run-step (one policy update of one run), JAX without compilation (reported separately).
+
+    PYTHONPATH=. python benchmarks/bench_sim.py                 # cells N = 8, 256, 8192, 131072
+    PYTHONPATH=. python benchmarks/bench_sim.py --full-sweep    # + wall time of the Fig. 2 sweep
+
+On a shared machine the numbers are noisy; read the ratio, and run it when the machine is quiet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import tempfile
+import time
+
+import numpy as np
+
+
+def numpy_run(n: int, gamma: float, seed: int, steps: int, lr: float = 1e-2) -> float:
+    """The straightforward NumPy loop (float32 like the JAX engine). Returns final Qpos."""
+    v, c = 128_000, 10_000
+    z = np.zeros(v, np.float32)
+    z[:c], z[0] = 3.0, 5.0
+    correct = np.arange(v) < c
+    m = np.zeros(v, np.float32)
+    s = np.zeros(v, np.float32)
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    rng = np.random.default_rng(seed)
+    for t in range(1, steps + 1):
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        draws = rng.choice(v, n, p=p.astype(np.float64) / p.sum(dtype=np.float64))
+        counts = np.bincount(draws, minlength=v).astype(np.float32)
+        mu = counts[correct].sum() / n
+        adv = np.where(correct, 2.0 * (1.0 - mu), -2.0 * mu).astype(np.float32)
+        adv *= (1.0 - mu) ** gamma
+        # loss = −(1/N) Σ_j A_j log p_{o_j};  ∇ = −(1/N)(c∘A − (Σ c∘A)·p)
+        ca = counts * adv
+        grad = -(ca - ca.sum() * p) / n
+        m = b1 * m + (1 - b1) * grad
+        s = b2 * s + (1 - b2) * grad * grad
+        z = z - lr * (m / (1 - b1**t)) / (np.sqrt(s / (1 - b2**t)) + eps)
+    p = np.exp(z - z.max())
+    return float(p[correct].sum() / p.sum())
+
+
+def time_numpy(n: int, steps: int) -> float:
+    t0 = time.perf_counter()
+    for gamma in (0.0, 1.0):
+        for seed in range(4):
+            numpy_run(n, gamma, seed, steps)
+    return (time.perf_counter() - t0) / (8 * steps)
+
+
+def time_jax(n: int, steps: int) -> tuple[float, float]:
+    import jax
+
+    from catsim.sim import config as C
+    from catsim.sim import sweep
+
+    cfg = dataclasses.replace(C.scenario("paper"), group_size=n, steps=steps, log_every=steps)
+    t0 = time.perf_counter()
+    sweep.run_cell(cfg, (0.0, 1.0), range(4))  # compiles and runs once
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sweep.run_cell(cfg, (0.0, 1.0), range(4))
+    jax.effects_barrier()
+    per = (time.perf_counter() - t0) / (8 * steps)
+    return per, max(first - per * 8 * steps, 0.0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", default="8,256,8192,131072", help="group sizes of the cells")
+    parser.add_argument("--steps", type=int, default=100, help="steps per run for JAX")
+    parser.add_argument("--numpy-steps", type=int, default=20, help="steps per run for NumPy")
+    parser.add_argument("--full-sweep", action="store_true", help="also time the full Fig. 2 sweep")
+    args = parser.parse_args()
+    print(f"{'N':>7} | {'NumPy ms/run-step':>17} | {'JAX ms/run-step':>15} | {'ratio':>6} | JAX compile s")
+    for n in (int(x) for x in args.n.split(",")):
+        t_np = time_numpy(n, args.numpy_steps)
+        t_jax, compile_s = time_jax(n, args.steps)
+        print(f"{n:>7} | {t_np * 1e3:>17.3f} | {t_jax * 1e3:>15.3f} | {t_np / t_jax:>6.1f} | {compile_s:.1f}",
+              flush=True)
+    if args.full_sweep:
+        from catsim.sim import config as C
+        from catsim.sim import sweep
+
+        cfg = dataclasses.replace(C.scenario("paper"), log_every=10)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            sweep.sweep(cfg, tmp, progress=True)
+            print(f"full Fig. 2 sweep (17 N × 2 γ × 4 seeds × 1000 steps, V=128,000): "
+                  f"{time.perf_counter() - t0:.1f} s wall, compilation included")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Engine: metrics vs a direct NumPy computation, jit = eager, bit-reproducibility, chunking,
+the paper's initial policy at full size, and clear errors for bad configurations."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catsim.errors import CatsimError
+from catsim.sim import config as C
+from catsim.sim import engine, metrics, policy
+
+SMALL = C.SimConfig(policy=C.PolicyConfig(num_actions=300, num_correct=40), group_size=16,
+                    steps=12, log_every=3)
+
+
+def test_state_metrics_match_numpy():
+    rng = np.random.default_rng(0)
+    v = 500
+    correct = np.arange(v) < 60
+    p0 = rng.dirichlet(np.ones(v))
+    p = rng.dirichlet(np.ones(v))
+    m = jax.jit(metrics.state_metrics)(jnp.log(jnp.asarray(p, jnp.float32)),
+                                       jnp.asarray(p0, jnp.float32), jnp.asarray(correct))
+    qpos = p[correct].sum()
+    mret = 1 - np.maximum(p0 - p, 0)[correct].sum() / p0[correct].sum()  # eq. 26
+    assert float(m["qpos"]) == pytest.approx(qpos, rel=1e-5)
+    assert float(m["mret"]) == pytest.approx(mret, rel=1e-5)
+    assert float(m["share_rose"]) == pytest.approx((p > p0)[correct].mean(), abs=1e-6)
+    assert float(m["worst_drop"]) == pytest.approx((p0 - p)[correct].max(), rel=1e-4)
+    assert float(m["entropy"]) == pytest.approx(-(p * np.log(p)).sum(), rel=1e-5)
+    assert float(m["anchor_prob"]) == pytest.approx(p[0], rel=1e-5)
+    counts = np.zeros(v)
+    counts[[0, 3, 70]] = [2, 1, 1]
+    qu = metrics.unsampled_correct_mass(jnp.asarray(p, jnp.float32), jnp.asarray(counts),
+                                        jnp.asarray(correct))
+    assert float(qu) == pytest.approx(p[correct].sum() - p[0] - p[3], rel=1e-5)
+
+
+def test_paper_initial_policy_full_size():
+    """App. J: Qpos ≈ 0.63, p_anchor ≈ 4.7e-4, other correct ≈ 6.3e-5 at V = 128,000."""
+    pol = C.PolicyConfig()
+    p = policy.initial_probs(pol)
+    z = (np.exp(5.0) + 9999 * np.exp(3.0) + 118000)
+    assert p[0] == pytest.approx(np.exp(5) / z, rel=1e-12)
+    assert p[:10000].sum() == pytest.approx((np.exp(5) + 9999 * np.exp(3)) / z, rel=1e-12)
+    assert p[:10000].sum() == pytest.approx(0.63, abs=0.005)
+    assert p[0] == pytest.approx(4.7e-4, rel=0.02) and p[1] == pytest.approx(6.3e-5, rel=0.02)
+
+
+def test_full_size_few_steps():
+    """V = 128,000 and N = 131072 for 3 steps: metrics start at the paper's values and stay sane."""
+    cfg = dataclasses.replace(C.scenario("paper"), group_size=131072, steps=3)
+    traj = jax.jit(engine.make_run(cfg))(engine.make_constants(cfg), jax.random.key(0), 0.0, 1e-2)
+    m = {k: np.asarray(v) for k, v in traj.metrics.items()}
+    qpos0 = (np.exp(5) + 9999 * np.exp(3)) / (np.exp(5) + 9999 * np.exp(3) + 118000)
+    assert m["qpos"][0] == pytest.approx(qpos0, rel=1e-5) and m["mret"][0] == 1.0
+    assert m["qpos"][-1] > m["qpos"][0]  # a group of 131072 raises Qpos
+    assert abs(m["mu_hat"][1] - m["qpos"][0]) < 0.01  # μ̂ of a huge group ≈ Qpos
+    assert np.all(m["active"][1:] == 1.0) and np.all(np.isfinite(m["mret"]))
+
+
+def test_other_initialisations():
+    for init, extra in (("uniform", {}), ("gaussian", {"gaussian_std": 2.0}),
+                        ("zipf", {"zipf_exponent": 1.1}), ("target_qpos", {"target_qpos": 0.2})):
+        pol = C.PolicyConfig(num_actions=200, num_correct=20, init=init, **extra)
+        p = policy.initial_probs(pol)
+        assert p.shape == (200,) and abs(p.sum() - 1) < 1e-12
+        if init == "uniform":
+            assert p[:20].sum() == pytest.approx(0.1)
+        if init == "target_qpos":
+            assert p[:20].sum() == pytest.approx(0.2, rel=1e-6)
+
+
+def _run_small(cfg=SMALL, seed=0):
+    return engine.make_run(cfg)(engine.make_constants(cfg), jax.random.key(seed), 1.0, 0.05)
+
+
+def test_jit_equals_eager_and_bit_reproducible():
+    jitted = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(0), 1.0, 0.05)
+    again = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(0), 1.0, 0.05)
+    with jax.disable_jit():
+        eager = _run_small()
+    for name in metrics.ALL_METRICS:
+        a, b = np.asarray(jitted.metrics[name]), np.asarray(again.metrics[name])
+        np.testing.assert_array_equal(a, b)  # same seed, same bits
+        np.testing.assert_allclose(np.asarray(eager.metrics[name]), a, rtol=2e-5, atol=1e-6)
+    other = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(1), 1.0, 0.05)
+    assert not np.array_equal(np.asarray(other.metrics["qpos"]), np.asarray(jitted.metrics["qpos"]))
+
+
+def test_batched_and_chunked_equal_single_runs():
+    consts = engine.make_constants(SMALL)
+    keys = engine.run_keys([0, 3])
+    gammas, lrs = jnp.array([0.0, 1.0]), jnp.array([0.05, 0.02])
+    batched = engine.make_batched_run(SMALL)(consts, keys, gammas, lrs)
+    init, chunk = engine.make_batched_chunked(SMALL, 2)
+    state = init(consts, lrs)
+    parts = []
+    for c in range(2):
+        state, recs = chunk(consts, state, keys, gammas, lrs, 2 * c)
+        parts.append(recs)
+    single = jax.jit(engine.make_run(SMALL))(consts, keys[1], gammas[1], lrs[1])
+    for name in metrics.ALL_METRICS:
+        b = np.asarray(batched.metrics[name])
+        np.testing.assert_array_equal(b[:, 1:], np.concatenate([np.asarray(p[name]) for p in parts], 1))
+        np.testing.assert_allclose(b[1], np.asarray(single.metrics[name]), rtol=1e-6, atol=1e-7)
+
+
+def test_dynamic_sampling_redraws_inactive_groups():
+    pol = C.PolicyConfig(num_actions=50, num_correct=45, init="uniform")  # μ = 0.9: N=2 often all-correct
+    base = C.SimConfig(policy=pol, group_size=2, steps=40)
+    plain = _run_small(base)
+    dyn = _run_small(dataclasses.replace(
+        base, update=dataclasses.replace(base.update, dynamic_sampling=True)))
+    assert np.asarray(plain.metrics["active"])[1:].mean() < 0.5
+    assert np.all(np.asarray(dyn.metrics["active"])[1:] == 1.0)
+    assert np.asarray(dyn.metrics["draws"])[1:].max() > 1
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: C.PolicyConfig(num_actions=10, num_correct=10), "smaller than num_actions"),
+    (lambda: C.PolicyConfig(num_actions=10, num_correct=0), "num_correct"),
+    (lambda: C.SimConfig(group_size=0), "group_size"),
+    (lambda: C.UpdateConfig(learning_rate=-1e-3), "learning_rate must be > 0"),
+    (lambda: C.UpdateConfig(surrogate="ppo2"), "unknown update rule"),
+    (lambda: C.UpdateConfig(optimiser="lion"), "unknown optimiser"),
+    (lambda: C.SimConfig(steps=10, log_every=3), "multiple of log_every"),
+    (lambda: C.scenario("paper2"), "unknown scenario"),
+])
+def test_bad_configurations_fail_clearly(make, match):
+    with pytest.raises(CatsimError, match=match) as info:
+        make()
+    assert "\n" not in str(info.value)

@@ -1,0 +1,72 @@
+"""The group sampler draws exactly Multinomial(N, p): chi-square goodness of fit on small V,
+including N = 131072, for both samplers, with zero-probability and dominant actions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import stats
+
+from catsim.sim import sampler
+
+ALPHA = 1e-4  # a correct sampler fails a test with probability 1e-4
+
+
+def _probs():
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.full(37, 0.4))
+    p[[5, 36]] = 0.0  # impossible actions, one of them in the last (partial) block
+    p[11] += 0.5  # one dominant action
+    return (p / p.sum()).astype(np.float32)
+
+
+def _chi_square(total_counts, p, n_total):
+    expected = p.astype(np.float64) * n_total
+    support = expected > 0
+    assert total_counts[~support].sum() == 0, "an impossible action was drawn"
+    chi = ((total_counts[support] - expected[support]) ** 2 / expected[support]).sum()
+    return stats.chi2.sf(chi, support.sum() - 1)
+
+
+@pytest.mark.parametrize("method", ["blocked", "inverse_cdf"])
+@pytest.mark.parametrize("n,reps", [(3, 1000), (1000, 10), (131072, 2)])
+def test_counts_are_multinomial(method, n, reps):
+    p = _probs()
+    draw = jax.jit(jax.vmap(lambda k: sampler.sample_counts(k, jnp.asarray(p), n, method, block_size=8)))
+    counts = np.asarray(draw(jax.random.split(jax.random.key(n), reps)), np.float64)
+    assert np.all(counts.sum(1) == n) and np.all(counts == np.round(counts))
+    assert _chi_square(counts.sum(0), p, n * reps) > ALPHA
+
+
+def test_large_n_per_draw_statistic():
+    """Each single draw of N = 131072 is itself a good multinomial sample (Pearson statistic
+    ~ χ²(V−1)): the sums of 8 independent statistics fit χ²(8(V−1))."""
+    p = _probs()
+    draw = jax.jit(jax.vmap(lambda k: sampler.sample_counts(k, jnp.asarray(p), 131072, "auto", 8)))
+    counts = np.asarray(draw(jax.random.split(jax.random.key(9), 8)), np.float64)
+    e = p.astype(np.float64) * 131072
+    s = e > 0
+    chi = (((counts[:, s] - e[s]) ** 2) / e[s]).sum()
+    assert stats.chi2.sf(chi, 8 * (s.sum() - 1)) > ALPHA
+    assert stats.chi2.cdf(chi, 8 * (s.sum() - 1)) > ALPHA  # not suspiciously good either
+
+
+def test_samplers_agree_draw_for_draw():
+    """Both samplers invert the same CDF with the same uniforms: identical draws."""
+    p = jnp.asarray(_probs())
+    key = jax.random.key(1)
+    a = jax.jit(sampler.sample_actions_blocked, static_argnums=(2, 3))(key, p, 500, 8)
+    b = jax.jit(sampler.sample_actions_inverse_cdf, static_argnums=(2, 3))(key, p, 500, 8)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_auto_choice_and_bad_name():
+    assert sampler.choose_sampler("auto", 8) == "blocked"
+    assert sampler.choose_sampler("auto", 131072) == "inverse_cdf"
+    with pytest.raises(ValueError, match="unknown sampler"):
+        sampler.choose_sampler("gumbel", 8)
+
+
+def test_prefix_sum_matches_numpy():
+    x = np.random.default_rng(0).random(1000).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(sampler._prefix_sum(jnp.asarray(x))), np.cumsum(x), rtol=1e-5)

@@ -1,0 +1,129 @@
+"""Sweeps: labelled results (xarray/pandas), resumability, regimes from data, the table, the
+figure, the CLI (`catsim simulate`, `catsim sweep`) and sharding over 8 host devices."""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from catsim.cli.main import main
+from catsim.sim import config as C
+from catsim.sim import sweep as S
+from catsim.sim.results import SimResults
+
+TINY = C.SimConfig(policy=C.PolicyConfig(num_actions=200, num_correct=20), steps=10, log_every=5,
+                   method="tiny")
+TINY_ARGS = ["--num-actions", "200", "--num-correct", "20", "--steps", "10"]
+
+
+def test_sweep_results_resume_and_conversions(tmp_path, monkeypatch):
+    res = S.sweep(TINY, tmp_path, group_sizes=(2, 16), gammas=(0.0, 1.0), seeds=2, progress=False)
+    assert res.data["qpos"].shape == (1, 2, 2, 2, 3)
+    ds = res.to_xarray()
+    assert dict(ds.sizes) == {"method": 1, "gamma": 2, "n": 2, "seed": 2, "step": 3}
+    assert list(ds["step"].values) == [0, 5, 10]
+    df = res.to_dataframe()
+    assert df.index.names == ["method", "gamma", "n", "seed", "step"] and "mret" in df.columns
+    assert len(res.final_frame()) == 8
+    loaded = SimResults.load(tmp_path / "results.npz")
+    np.testing.assert_array_equal(loaded.data["mret"], res.data["mret"])
+    # The same sweep again must not run a single cell.
+    monkeypatch.setattr(S, "run_cell", lambda *a, **k: pytest.fail("a finished cell was re-run"))
+    again = S.sweep(TINY, tmp_path, group_sizes=(2, 16), gammas=(0.0, 1.0), seeds=2, progress=False)
+    np.testing.assert_array_equal(again.data["qpos"], res.data["qpos"])
+    # A changed configuration is not silently reused.
+    changed = dataclasses.replace(TINY, update=dataclasses.replace(TINY.update, learning_rate=0.02))
+    with pytest.raises(pytest.fail.Exception):
+        S.sweep(changed, tmp_path, group_sizes=(2,), gammas=(0.0,), seeds=2, progress=False)
+
+
+def test_simulate_equals_sweep_cells(tmp_path):
+    a = S.simulate(TINY, group_sizes=(8,), gammas=(1.0,), seeds=[3])
+    b = S.sweep(TINY, tmp_path, group_sizes=(8,), gammas=(1.0,), seeds=[3], progress=False)
+    np.testing.assert_array_equal(a.data["mret"], b.data["mret"])
+
+
+def test_find_regimes_from_data():
+    sizes = [2, 4, 8, 16, 32, 64, 128]
+    r = S.find_regimes(sizes, [0.99, 0.95, 0.3, 0.05, 0.2, 0.9, 0.99])
+    assert (r["I"], r["II"], r["III"]) == ([2, 4], [8, 16, 32], [64, 128])
+    r = S.find_regimes(sizes, [0.99] * 7)
+    assert (r["I"], r["II"], r["III"]) == (sizes, [], [])
+    r = S.find_regimes(sizes[::-1], [0.99, 0.9, 0.2, 0.05, 0.3, 0.95, 0.99])  # unsorted input
+    assert r["II"] == [8, 16, 32]
+
+
+def test_table_and_figure(tmp_path):
+    res = S.simulate(TINY, group_sizes=(2, 16), gammas=(0.0, 1.0), seeds=2)
+    table = S.format_table(res)
+    assert "regimes from data" in table and "16" in table
+    from catsim.plots.fig2 import plot_fig2
+
+    path = plot_fig2(res, tmp_path / "fig.png")
+    assert path.exists() and path.stat().st_size > 10_000
+
+
+def test_cli_simulate_json(capsys):
+    code = main(["simulate", *TINY_ARGS, "--n", "4,8", "--gamma", "0,1", "--seeds", "2",
+                 "--format", "json"])
+    assert code == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+    assert len(rows) == 8
+    assert {"n", "gamma", "seed", "steps", "qpos", "mret", "entropy"} <= set(rows[0])
+    assert {(r["n"], r["gamma"], r["seed"]) for r in rows} == {
+        (n, g, s) for n in (4, 8) for g in (0.0, 1.0) for s in (0, 1)}
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--num-actions", "10", "--num-correct", "10"], "smaller than num_actions"),
+    (["--n", "0"], "group sizes must be >= 1"),
+    (["--lr", "-0.1"], "learning_rate must be > 0"),
+    (["--gamma", "-1"], "values must be >= 0"),
+])
+def test_cli_bad_input_one_line(capsys, argv, match):
+    assert main(["simulate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+
+
+def test_cli_unknown_rule_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["simulate", "--objective", "ppo2"])
+    assert info.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_cli_sweep_writes_figure_and_table(tmp_path, capsys):
+    code = main(["sweep", *TINY_ARGS, "--n", "2,16", "--seeds", "1", "--out", str(tmp_path / "run"),
+                 "--figures-dir", str(tmp_path / "fig"), "--no-progress", "--log-every", "5"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "regimes from data" in out
+    assert (tmp_path / "run" / "results.npz").exists() and (tmp_path / "run" / "table.txt").exists()
+    assert list((tmp_path / "fig").glob("fig2_*.png"))
+
+
+def test_sharded_over_8_devices_is_identical():
+    script = textwrap.dedent("""
+        import dataclasses, jax, numpy as np
+        from catsim.sim import config as C, sweep as S
+        assert len(jax.devices()) == 8, jax.devices()
+        cfg = C.SimConfig(policy=C.PolicyConfig(num_actions=256, num_correct=32), group_size=16,
+                          steps=6, log_every=3)
+        a = S.run_cell(cfg, (0.0, 1.0), range(4), shard=True)
+        b = S.run_cell(cfg, (0.0, 1.0), range(4), shard=False)
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+        print("IDENTICAL")
+    """)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "IDENTICAL" in proc.stdout
