@@ -115,3 +115,59 @@ def test_tail_miss(kernel_dir, tmp_path):
     z = np.abs(points[:, 3] - exact) / points[:, 4]
     assert z.max() < 5, f"Monte Carlo disagrees with Lemma 3.1: max |z| = {z.max():.2f}"
     assert result["mc_max_abs_z"] < 5
+
+
+def test_library_tour(kernel_dir, tmp_path):
+    from catsim.sim.results import SimResults
+    from catsim.theory.mass import MassStepConfig, mass_step
+
+    _, result, images = execute("library_tour.ipynb", kernel_dir, tmp_path)
+    assert images >= 2
+    # The notebook's pandas pivot of final Mret equals the seed mean of the saved results file.
+    saved = SimResults.load(result["results_file"])
+    final_mret = saved.final("mret")[0]  # [gamma, n, seed]
+    assert len(result["final_mret_mean"]) == len(saved.gammas) * len(saved.group_sizes)
+    for key, value in result["final_mret_mean"].items():
+        gamma, n = key.split(",")
+        i, j = saved.gammas.index(float(gamma)), saved.group_sizes.index(int(n))
+        assert value == pytest.approx(float(final_mret[i, j].mean()), rel=1e-6)
+        assert 0.0 <= value <= 1.0
+    # Worked example of THEORY.md §2 (hand-computed there): log-prob GRPO rule +0.125η / −0.025η,
+    # paper eq. 5 +0.0124η / −0.0052η.
+    assert result["mass_step_logprob"] == pytest.approx([0.125, -0.025], rel=1e-12)
+    assert result["mass_step_paper"] == pytest.approx([0.0124, -0.0052], rel=1e-12)
+    step = mass_step([0.4, 0.1, 0.1, 0.2, 0.1, 0.1], [0, 1, 2], [0, 0, 3, 4],
+                     MassStepConfig(rule="paper", eta=1.0))
+    assert result["mass_step_paper"] == pytest.approx([step.dqpos_first_order, step.dqupos_first_order])
+
+
+def test_mret_vs_n(kernel_dir, tmp_path):
+    from catsim.sim.config import PolicyConfig
+    from catsim.sim.policy import initial_probs
+    from catsim.sim.results import SimResults
+    from catsim.sim.sweep import regimes_of
+
+    _, result, images = execute("mret_vs_n.ipynb", kernel_dir, tmp_path)
+    assert images >= 6
+    saved = SimResults.load(result["results_file"])
+    assert saved.methods == ("paper",) and saved.gammas == (0.0, 0.5, 1.0, 2.0)
+    policy = PolicyConfig(**saved.attrs["paper"]["policy"])
+    p0 = initial_probs(policy)
+    # Lemma 3.1 point of the paper policy: every non-anchor correct action has the same mass.
+    assert result["tau"] == pytest.approx(p0[1], rel=1e-12)
+    assert result["mu_pos"] == pytest.approx(p0[: policy.num_correct].sum(), rel=1e-12)
+    # Runs start from the initial policy: Mret = 1, Qpos = initial correct mass (float32 engine).
+    np.testing.assert_allclose(saved.data["mret"][..., 0], 1.0, rtol=1e-6)
+    np.testing.assert_allclose(saved.data["qpos"][..., 0], result["mu_pos"], rtol=1e-5)
+    # The notebook's seed means and data regimes are those of the saved results.
+    final_mret = saved.sel("mret", method="paper", gamma=0.0)[..., -1].mean(axis=-1)
+    assert {int(n) for n in result["final_mret_gamma0"]} == set(saved.group_sizes)
+    for n, value in result["final_mret_gamma0"].items():
+        assert value == pytest.approx(float(final_mret[saved.group_sizes.index(int(n))]), rel=1e-6)
+    regimes = regimes_of(saved)
+    assert result["regimes"] == {k: regimes[k] for k in ("I", "II", "III")}
+    # Lemma 3.1 points of the other initial distributions, by hand: uniform τ = 1/V, μ = C/V;
+    # target Qpos: μ = 0.63 spread evenly over the C correct actions.
+    v, c = policy.num_actions, policy.num_correct
+    assert result["init_points"]["uniform"] == pytest.approx([1 / v, c / v], rel=1e-6)
+    assert result["init_points"]["target Qpos=0.63"] == pytest.approx([0.63 / c, 0.63], rel=1e-6)
