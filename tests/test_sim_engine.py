@@ -13,7 +13,7 @@ from catsim.sim import config as C
 from catsim.sim import engine, metrics, policy
 
 SMALL = C.SimConfig(policy=C.PolicyConfig(num_actions=300, num_correct=40), group_size=16,
-                    steps=12, log_every=3)
+                    steps=6, log_every=3)
 
 
 def test_state_metrics_match_numpy():
@@ -75,19 +75,21 @@ def test_other_initialisations():
 
 
 def _run_small(cfg=SMALL, seed=0):
-    return engine.make_run(cfg)(engine.make_constants(cfg), jax.random.key(seed), 1.0, 0.05)
+    return jax.jit(engine.make_run(cfg))(engine.make_constants(cfg), jax.random.key(seed), 1.0, 0.05)
 
 
 def test_jit_equals_eager_and_bit_reproducible():
-    jitted = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(0), 1.0, 0.05)
-    again = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(0), 1.0, 0.05)
+    run = jax.jit(engine.make_run(SMALL))
+    consts = engine.make_constants(SMALL)
+    jitted = run(consts, jax.random.key(0), 1.0, 0.05)
+    again = run(consts, jax.random.key(0), 1.0, 0.05)
     with jax.disable_jit():
-        eager = _run_small()
+        eager = engine.make_run(SMALL)(consts, jax.random.key(0), 1.0, 0.05)
     for name in metrics.ALL_METRICS:
         a, b = np.asarray(jitted.metrics[name]), np.asarray(again.metrics[name])
         np.testing.assert_array_equal(a, b)  # same seed, same bits
         np.testing.assert_allclose(np.asarray(eager.metrics[name]), a, rtol=2e-5, atol=1e-6)
-    other = jax.jit(engine.make_run(SMALL))(engine.make_constants(SMALL), jax.random.key(1), 1.0, 0.05)
+    other = run(consts, jax.random.key(1), 1.0, 0.05)
     assert not np.array_equal(np.asarray(other.metrics["qpos"]), np.asarray(jitted.metrics["qpos"]))
 
 
@@ -96,16 +98,18 @@ def test_batched_and_chunked_equal_single_runs():
     keys = engine.run_keys([0, 3])
     gammas, lrs = jnp.array([0.0, 1.0]), jnp.array([0.05, 0.02])
     batched = engine.make_batched_run(SMALL)(consts, keys, gammas, lrs)
-    init, chunk = engine.make_batched_chunked(SMALL, 2)
+    init, chunk = engine.make_batched_chunked(SMALL, 1)
     state = init(consts, lrs)
     parts = []
     for c in range(2):
-        state, recs = chunk(consts, state, keys, gammas, lrs, 2 * c)
+        state, recs = chunk(consts, state, keys, gammas, lrs, c)
         parts.append(recs)
     single = jax.jit(engine.make_run(SMALL))(consts, keys[1], gammas[1], lrs[1])
     for name in metrics.ALL_METRICS:
         b = np.asarray(batched.metrics[name])
-        np.testing.assert_array_equal(b[:, 1:], np.concatenate([np.asarray(p[name]) for p in parts], 1))
+        # Different compiled programs (one scan vs chunks) may fuse differently: float32 rounding.
+        chunked = np.concatenate([np.asarray(p[name]) for p in parts], 1)
+        np.testing.assert_allclose(b[:, 1:], chunked, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(b[1], np.asarray(single.metrics[name]), rtol=1e-6, atol=1e-7)
 
 
@@ -113,8 +117,9 @@ def test_dynamic_sampling_redraws_inactive_groups():
     pol = C.PolicyConfig(num_actions=50, num_correct=45, init="uniform")  # μ = 0.9: N=2 often all-correct
     base = C.SimConfig(policy=pol, group_size=2, steps=40)
     plain = _run_small(base)
+    # P(active) ≈ 2μ(1−μ) ≥ 0.09 here, so 300 redraws fail with probability < 1e-12 per step.
     dyn = _run_small(dataclasses.replace(
-        base, update=dataclasses.replace(base.update, dynamic_sampling=True)))
+        base, update=dataclasses.replace(base.update, dynamic_sampling=True, max_resamples=300)))
     assert np.asarray(plain.metrics["active"])[1:].mean() < 0.5
     assert np.all(np.asarray(dyn.metrics["active"])[1:] == 1.0)
     assert np.asarray(dyn.metrics["draws"])[1:].max() > 1

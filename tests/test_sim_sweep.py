@@ -19,11 +19,22 @@ from catsim.sim.results import SimResults
 
 TINY = C.SimConfig(policy=C.PolicyConfig(num_actions=200, num_correct=20), steps=10, log_every=5,
                    method="tiny")
-TINY_ARGS = ["--num-actions", "200", "--num-correct", "20", "--steps", "10"]
+TINY_ARGS = ["--num-actions", "200", "--num-correct", "20", "--steps", "10", "--log-every", "5"]
 
 
-def test_sweep_results_resume_and_conversions(tmp_path, monkeypatch):
-    res = S.sweep(TINY, tmp_path, group_sizes=(2, 16), gammas=(0.0, 1.0), seeds=2, progress=False)
+# Every test below uses these cells (N ∈ {2, 16}, γ ∈ {0, 1}, 2 seeds) so that the compiled
+# programs are shared (engine caches them per configuration).
+SIZES, GAMMAS, SEEDS = (2, 16), (0.0, 1.0), 2
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    return out, S.sweep(TINY, out, group_sizes=SIZES, gammas=GAMMAS, seeds=SEEDS, progress=False)
+
+
+def test_sweep_results_and_conversions(swept):
+    out, res = swept
     assert res.data["qpos"].shape == (1, 2, 2, 2, 3)
     ds = res.to_xarray()
     assert dict(ds.sizes) == {"method": 1, "gamma": 2, "n": 2, "seed": 2, "step": 3}
@@ -31,22 +42,26 @@ def test_sweep_results_resume_and_conversions(tmp_path, monkeypatch):
     df = res.to_dataframe()
     assert df.index.names == ["method", "gamma", "n", "seed", "step"] and "mret" in df.columns
     assert len(res.final_frame()) == 8
-    loaded = SimResults.load(tmp_path / "results.npz")
+    loaded = SimResults.load(out / "results.npz")
     np.testing.assert_array_equal(loaded.data["mret"], res.data["mret"])
-    # The same sweep again must not run a single cell.
+    assert np.isnan(res.data["mu_hat"][..., 0]).all() and not np.isnan(res.data["mu_hat"][..., 1:]).any()
+
+
+def test_sweep_resumes_without_rerunning(swept, monkeypatch):
+    out, res = swept
     monkeypatch.setattr(S, "run_cell", lambda *a, **k: pytest.fail("a finished cell was re-run"))
-    again = S.sweep(TINY, tmp_path, group_sizes=(2, 16), gammas=(0.0, 1.0), seeds=2, progress=False)
+    again = S.sweep(TINY, out, group_sizes=SIZES, gammas=GAMMAS, seeds=SEEDS, progress=False)
     np.testing.assert_array_equal(again.data["qpos"], res.data["qpos"])
     # A changed configuration is not silently reused.
     changed = dataclasses.replace(TINY, update=dataclasses.replace(TINY.update, learning_rate=0.02))
     with pytest.raises(pytest.fail.Exception):
-        S.sweep(changed, tmp_path, group_sizes=(2,), gammas=(0.0,), seeds=2, progress=False)
+        S.sweep(changed, out, group_sizes=SIZES, gammas=GAMMAS, seeds=SEEDS, progress=False)
 
 
-def test_simulate_equals_sweep_cells(tmp_path):
-    a = S.simulate(TINY, group_sizes=(8,), gammas=(1.0,), seeds=[3])
-    b = S.sweep(TINY, tmp_path, group_sizes=(8,), gammas=(1.0,), seeds=[3], progress=False)
-    np.testing.assert_array_equal(a.data["mret"], b.data["mret"])
+def test_simulate_equals_sweep_cells(swept):
+    _, res = swept
+    a = S.simulate(TINY, group_sizes=(16,), gammas=GAMMAS, seeds=SEEDS)
+    np.testing.assert_array_equal(a.data["mret"][:, :, 0], res.data["mret"][:, :, 1])
 
 
 def test_find_regimes_from_data():
@@ -59,8 +74,8 @@ def test_find_regimes_from_data():
     assert r["II"] == [8, 16, 32]
 
 
-def test_table_and_figure(tmp_path):
-    res = S.simulate(TINY, group_sizes=(2, 16), gammas=(0.0, 1.0), seeds=2)
+def test_table_and_figure(swept, tmp_path):
+    _, res = swept
     table = S.format_table(res)
     assert "regimes from data" in table and "16" in table
     from catsim.plots.fig2 import plot_fig2
@@ -70,14 +85,14 @@ def test_table_and_figure(tmp_path):
 
 
 def test_cli_simulate_json(capsys):
-    code = main(["simulate", *TINY_ARGS, "--n", "4,8", "--gamma", "0,1", "--seeds", "2",
+    code = main(["simulate", *TINY_ARGS, "--n", "2,16", "--gamma", "0,1", "--seeds", "2",
                  "--format", "json"])
     assert code == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
     assert len(rows) == 8
     assert {"n", "gamma", "seed", "steps", "qpos", "mret", "entropy"} <= set(rows[0])
     assert {(r["n"], r["gamma"], r["seed"]) for r in rows} == {
-        (n, g, s) for n in (4, 8) for g in (0.0, 1.0) for s in (0, 1)}
+        (n, g, s) for n in (2, 16) for g in (0.0, 1.0) for s in (0, 1)}
 
 
 @pytest.mark.parametrize("argv,match", [
@@ -99,8 +114,8 @@ def test_cli_unknown_rule_is_a_usage_error(capsys):
 
 
 def test_cli_sweep_writes_figure_and_table(tmp_path, capsys):
-    code = main(["sweep", *TINY_ARGS, "--n", "2,16", "--seeds", "1", "--out", str(tmp_path / "run"),
-                 "--figures-dir", str(tmp_path / "fig"), "--no-progress", "--log-every", "5"])
+    code = main(["sweep", *TINY_ARGS, "--n", "2,16", "--seeds", "2", "--out", str(tmp_path / "run"),
+                 "--figures-dir", str(tmp_path / "fig"), "--no-progress"])
     assert code == 0
     out = capsys.readouterr().out
     assert "regimes from data" in out
@@ -127,3 +142,12 @@ def test_sharded_over_8_devices_is_identical():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "IDENTICAL" in proc.stdout
+
+
+def test_reproduce_entry_point(tmp_path, monkeypatch):
+    """`reproduce` (for `catsim reproduce`) on a tiny stand-in for the paper scenario."""
+    monkeypatch.setattr(S, "scenario", lambda name: TINY)
+    monkeypatch.setattr(S, "QUICK_GROUP_SIZES", (2, 16))
+    out = S.reproduce(tmp_path, quick=True, progress=False, log=None)
+    assert out["figure"].exists() and out["table"].read_text().startswith("method tiny")
+    assert out["results"].group_sizes == (2, 16) and out["results"].seeds == (0,)

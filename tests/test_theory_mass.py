@@ -120,6 +120,16 @@ def test_monte_carlo_expectation_over_groups():
     assert checks.monte_carlo_change_z(p, mask, 3, checks.CONFIGS[4], 200, seed=11) < checks.MC_Z_TOL
 
 
+def test_simulator_update_matches_gradient_path():
+    assert checks.simulator_step_error(cases=1) < 1e-10
+
+
+def test_monte_carlo_with_simulator_update():
+    p = np.array([0.35, 0.05, 0.1, 0.25, 0.15, 0.1])
+    mask = np.array([True, True, True, False, False, False])
+    assert checks.monte_carlo_change_z(p, mask, 3, checks.CONFIGS[2], 150, seed=12, simulator=True) < checks.MC_Z_TOL
+
+
 def test_grpo_special_case_signs():
     rng = np.random.default_rng(2)
     for _ in range(20):
@@ -211,3 +221,10 @@ def test_joint_sample_small(tmp_path):
         assert 0 <= s.share_rise_fall <= 1
     paths = save(figure_joint_changes(samples, config), tmp_path, "joint", formats=("png",))
     assert paths[0].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_prints_derivations(capsys):
+    assert main(["mass-step", "--derivations"]) == 0
+    out = capsys.readouterr().out
+    assert "Prop. 3.2 (dQu,pos, eq. 5 rule)" in out and "residual = 0" in out
+    assert "S_R" in out.split("- Prop. 3.2 =")[1]  # the non-zero REINFORCE residual is printed

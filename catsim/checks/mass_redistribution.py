@@ -8,13 +8,15 @@ References, independent of the code path being checked:
 - expectations over groups by full enumeration vs Monte Carlo averages of one-step updates;
 - published values (worked example of THEORY.md §2, m_0.5 ≈ 0.679).
 
-The one-step update used here is `catsim.theory.mass.logit_step` (jax.grad of the shared surrogate
-from catsim.objectives); the simulator's own one-step function was not available on this branch.
+Two one-step update paths are compared with the theory: `catsim.theory.mass.logit_step` (jax.grad
+of the shared surrogate from catsim.objectives) and the simulator's own update,
+`catsim.sim.engine.apply_update` with plain SGD (`simulator_logit_step`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Iterator
@@ -145,16 +147,72 @@ def expected_change_enumerated(p, mask, n, config) -> tuple[float, float]:
     return e_pos, e_upos
 
 
-def monte_carlo_change_z(p, mask, n, config, groups, seed, eta=1e-5) -> float:
+SIM_RULES = {("linear", "centered"): ("linear", "mean_centred"), ("logprob", "grpo"): ("reinforce", "grpo")}
+
+
+def simulator_logit_step(logits, mask, draws, config: mass.MassStepConfig) -> np.ndarray:
+    """Δz of ONE simulator update (`catsim.sim.engine.apply_update`, optax SGD at lr η) in float64.
+
+    Only the rules the simulator has: linear + centred rewards, log-prob + GRPO (see SIM_RULES)."""
+    import jax.numpy as jnp
+
+    from catsim.numerics import x64
+    from catsim.sim.config import UpdateConfig
+
+    surrogate, advantage = SIM_RULES[(config.rule, config.resolved_advantage())]
+    update = UpdateConfig(surrogate=surrogate, advantage=advantage, advantage_eps=config.eps,
+                          reward_correct=config.reward_correct, reward_wrong=config.reward_wrong,
+                          optimiser="sgd", learning_rate=config.eta)
+    with x64():
+        z = jnp.asarray(logits, jnp.float64)
+        counts = jnp.asarray(np.bincount(draws, minlength=z.shape[0]), jnp.float64)
+        new_z = _jitted_sim_step(update)(z, jnp.asarray(mask), counts, jnp.asarray(config.gamma, jnp.float64))
+        return np.asarray(new_z - z)
+
+
+@functools.cache
+def _jitted_sim_step(update):
+    """jit of one simulator update with SGD at the update's learning rate (compiled once per rule)."""
+    import jax
+
+    from catsim.sim import engine
+
+    def step(z, mask, counts, gamma):
+        tx = engine.make_optimizer(update, update.learning_rate)
+        consts = engine.Constants(z, mask)
+        logp = jax.nn.log_softmax(z)
+        new_z, _, _ = engine.apply_update(update, tx, consts, z, logp, tx.init(z), counts, gamma)
+        return new_z
+
+    return jax.jit(step)
+
+
+def simulator_step_error(cases: int = 3, seed: int = 5) -> float:
+    """Worst relative gap between the simulator's one-step Δz and `mass.logit_step`'s."""
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for _ in range(cases):
+        p, mask, draws = random_case(rng, 6, 5)
+        for config in (CONFIGS[2], CONFIGS[4], dataclasses.replace(CONFIGS[4], gamma=1.0)):
+            ours = mass.logit_step(np.log(p), mask, draws, config)
+            sim = simulator_logit_step(np.log(p), mask, draws, config)
+            scale = max(float(np.max(np.abs(ours))), 1e-300)
+            worst = max(worst, float(np.max(np.abs(ours - sim))) / scale)
+    return worst
+
+
+def monte_carlo_change_z(p, mask, n, config, groups, seed, eta=1e-5, simulator=False) -> float:
     """max |z| of the Monte Carlo mean of one-step EXACT changes (gradient step of size η, divided
-    by η) against the enumerated expectation of the first-order closed forms."""
+    by η) against the enumerated expectation of the first-order closed forms. `simulator=True`
+    takes the step with the simulator's update instead of `mass.logit_step`."""
     rng = np.random.default_rng(seed)
     exact = np.empty((groups, 2))
     config = dataclasses.replace(config, eta=eta)
     sampled_correct = np.empty(p.size, bool)
+    step = simulator_logit_step if simulator else mass.logit_step
     for i in range(groups):
         draws = rng.choice(p.size, n, p=p)
-        dz = mass.logit_step(np.log(p), mask, draws, config)
+        dz = step(np.log(p), mask, draws, config)
         sampled_correct[:] = mask
         sampled_correct[draws] = False
         exact[i] = (mass.exact_change(p, dz, mask) / eta, mass.exact_change(p, dz, sampled_correct) / eta)
@@ -283,7 +341,8 @@ def run(quick: bool) -> Iterator[CheckResult]:
         draws = np.random.default_rng(100 + i).choice(p_init.size, n, p=p_init)
         for config in (CONFIGS[0], CONFIGS[2], CONFIGS[4]):
             spread = max(spread, slope_spread(p_init, mask_init, draws, config))
-    yield CheckResult(f"Exact vs first order: spread of error/eta^2, paper init V=128000, N in {ns}", spread, SLOPE_TOL)
+    sizes = "/".join(map(str, ns))
+    yield CheckResult(f"Exact vs first order: error/eta^2 spread, paper init, N={sizes}", spread, SLOPE_TOL)
 
     p_small = np.array([0.35, 0.05, 0.1, 0.25, 0.15, 0.1])
     mask_small = np.array([True, True, True, False, False, False])
@@ -291,7 +350,12 @@ def run(quick: bool) -> Iterator[CheckResult]:
     z = 0.0
     for seed, config in enumerate((CONFIGS[0], CONFIGS[2], CONFIGS[4])):
         z = max(z, monte_carlo_change_z(p_small, mask_small, 4, config, groups, seed))
-    yield CheckResult(f"E[dQpos], E[dQu,pos]: enumeration vs {groups} one-step updates", z, MC_Z_TOL, "z")
+    yield CheckResult(f"E[dQpos], E[dQu,pos]: enumeration vs {groups} one-step updates (jax.grad)", z, MC_Z_TOL, "z")
+    yield CheckResult("Simulator update (sim.engine.apply_update, SGD) = jax.grad path", simulator_step_error(), 1e-10)
+    z = 0.0
+    for seed, config in enumerate((CONFIGS[2], CONFIGS[4])):
+        z = max(z, monte_carlo_change_z(p_small, mask_small, 4, config, groups, 10 + seed, simulator=True))
+    yield CheckResult(f"E[dQpos], E[dQu,pos]: enumeration vs {groups} simulator updates (SGD)", z, MC_Z_TOL, "z")
 
     z = max(unsampled_second_moment_z(p_small, 5, 20_000, 1),
             unsampled_second_moment_z(p_init, 8, 2_000 if quick else 20_000, 2))

@@ -7,6 +7,7 @@ import dataclasses
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
+from catsim.objectives.asymmetric import AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
 from catsim.sim import config as C
 
@@ -40,6 +41,44 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int 
                    default="constant", help="how γ evolves (target γ from --gamma)")
     u.add_argument("--gamma-warmup-steps", type=int, default=0, help="warm-up steps (warmup)")
     u.add_argument("--gamma-switch-step", type=int, default=0, help="first F-GRPO step (switch)")
+    a = parser.add_argument_group("asymmetric GRPO (issue 9, docs/asymmetric-grpo.md)")
+    a.add_argument("--update", choices=UPDATES, default="standard",
+                   help="asym-grpo = --asym-channels --asym-confidence --asym-recompose "
+                        "--dual-clip 1.0 on top of the scenario's update (default standard)")
+    a.add_argument("--asym-channels", action="store_true", help="w⁺ on A > 0, w⁻(π) on A < 0")
+    a.add_argument("--asym-confidence", action="store_true",
+                   help="negatives × b + (1−b)·sigmoid(−KL) of the policy")
+    a.add_argument("--asym-recompose", action="store_true",
+                   help="loss over the draws kept by the batch recomposition")
+    a.add_argument("--dual-clip", type=float, default=None, metavar="MAX_NORM",
+                   help="dual-threshold gradient clip (×1.5 below 0.1) before the optimiser")
+    a.add_argument("--negative-reading", choices=("text", "formula"), default=None,
+                   help="w⁻ reading: text (falls with π, default) or formula (grows with π)")
+    a.add_argument("--kl-direction", choices=("uniform_to_policy", "policy_to_uniform"),
+                   default=None, help="KL of the confidence weight (default uniform_to_policy)")
+
+
+UPDATES = ("standard", "asym-grpo")
+ASYM_GRPO_DUAL_CLIP = 1.0  # max-norm of --update asym-grpo (the article gives no number)
+
+
+def _asymmetric_overrides(args) -> dict:
+    """UpdateConfig fields of the asymmetric-GRPO options (empty when none is given)."""
+    full = args.update == "asym-grpo"
+    upd = {}
+    for name in ("asym_channels", "asym_confidence", "asym_recompose"):
+        if full or getattr(args, name):
+            upd[name] = True
+    if args.dual_clip is not None or full:
+        upd["dual_clip"] = args.dual_clip if args.dual_clip is not None else ASYM_GRPO_DUAL_CLIP
+    asym = {}
+    if args.negative_reading is not None:
+        asym["negative_reading"] = args.negative_reading
+    if args.kl_direction is not None:
+        asym["kl_direction"] = args.kl_direction
+    if asym:
+        upd["asym"] = AsymmetricConfig(**asym)
+    return upd
 
 
 _POLICY = {"init": "init", "num_actions": "num_actions", "num_correct": "num_correct",
@@ -59,6 +98,7 @@ def config_from_args(args) -> C.SimConfig:
         upd["low_lr_control"] = True
     if args.dynamic_sampling:
         upd["dynamic_sampling"] = True
+    upd.update(_asymmetric_overrides(args))
     upd["gamma"] = GammaSchedule(kind=args.gamma_schedule, warmup_steps=args.gamma_warmup_steps,
                                  switch_step=args.gamma_switch_step)
     top = {}

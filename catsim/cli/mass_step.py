@@ -38,6 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", choices=("json",), help="print JSON instead of a table")
     parser.add_argument("--figure", action="store_true",
                         help="instead: write the (dQpos, dQu,pos) figure at the paper init, N in {8, 256, 131072}")
+    parser.add_argument("--derivations", action="store_true",
+                        help="instead: print every SymPy residual (0 = proved) and the REINFORCE vs Prop. 3.2 residual")
     parser.add_argument("--groups", type=int, default=300, help="groups per N for --figure (default 300)")
     parser.add_argument("--out", default="figures", help="directory for --figure (default figures/)")
     parser.set_defaults(func=run)
@@ -46,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.figure:
         return _figure(args)
+    if args.derivations:
+        return _derivations()
     probs = parse_float_list(args.probs, "--probs")
     correct = parse_int_list(args.correct, "--correct")
     draws = parse_int_list(args.draws, "--draws")
@@ -97,3 +101,18 @@ def _figure(args: argparse.Namespace) -> int:
     for path in paths:
         print(path)
     return 0
+
+
+def _derivations() -> int:
+    from catsim.theory import mass_symbolic
+
+    residuals = mass_symbolic.all_proofs()
+    width = max(len(name) for name in residuals)
+    for name, residual in residuals.items():
+        print(f"{name:<{width}}  residual = {residual}")
+    compact, _ = mass_symbolic.reinforce_vs_prop32_residual()
+    print()
+    print("dQu,pos(REINFORCE, w = R on each sampled action) - Prop. 3.2 =")
+    print(f"  {compact}")
+    print("(non-zero: Prop. 3.2 holds for the eq.-5 linear rule on distinct sets only)")
+    return 0 if all(r == 0 for r in residuals.values()) else 1

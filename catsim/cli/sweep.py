@@ -16,7 +16,8 @@ def register(subparsers) -> None:
                     "cell saved under OUT/cells; an interrupted sweep resumes. Writes "
                     "OUT/results.npz (+ results.nc), the Fig. 2 figure and the final-state table.")
     parser.add_argument("--out", default=None, help="output folder (default runs/sweep-<scenario>)")
-    parser.add_argument("--n", default="2^1:2^17", help="group sizes (default 2^1:2^17)")
+    parser.add_argument("--n", default=None,
+                        help="group sizes (default: the scenario's grid, 2^1:2^17 for paper)")
     parser.add_argument("--gamma", default="0,1", help="γ values (default 0,1)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds 0…K−1 (default 4)")
     parser.add_argument("--figures-dir", default="figures", help="where fig2 goes (default figures)")
@@ -30,12 +31,14 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from catsim.plots.fig2 import plot_fig2
+    from catsim.sim.config import SCENARIO_GRIDS
     from catsim.sim.sweep import format_table, sweep
 
     cfg = config_from_args(args)
+    sizes = group_sizes(args.n) if args.n else list(SCENARIO_GRIDS[args.scenario])
     out = Path(args.out or f"runs/sweep-{args.scenario}")
     t0 = time.perf_counter()
-    results = sweep(cfg, out, group_sizes=group_sizes(args.n), gammas=gammas(args.gamma),
+    results = sweep(cfg, out, group_sizes=sizes, gammas=gammas(args.gamma),
                     seeds=args.seeds, resume=not args.no_resume, progress=not args.no_progress,
                     shard=args.shard, log=lambda m: print(m, file=sys.stderr))
     seconds = time.perf_counter() - t0

@@ -97,7 +97,7 @@ def plot_fig2(results: SimResults, path, *, method: str | None = None,
     ax.set_ylim(-0.02, 1.15)
     ax.set_title(f"(c) final values after {int(steps[-1])} steps")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="center left")
+    ax.legend(fontsize=7, loc="center")
     fig.suptitle(f"Figure 2 reproduction — method '{method}' "
                  f"({len(results.seeds)} seed(s); solid γ={gammas[0]:g}"
                  + (f", dashed γ={gammas[1]:g})" if len(gammas) > 1 else ")"), fontsize=11)

@@ -15,7 +15,9 @@ import dataclasses
 import math
 
 from catsim.errors import CatsimError
+from catsim.objectives.asymmetric import AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
+from catsim.objectives.grad_clip import dual_threshold_clip
 
 INIT_KINDS = ("paper", "uniform", "gaussian", "zipf", "target_qpos")
 SURROGATES = ("linear", "reinforce", "grpo", "dapo", "cispo")
@@ -97,6 +99,14 @@ class UpdateConfig:
     low_lr_control: bool = False  # App. N: run at lr · m_γ (m_γ of the schedule's max γ)
     dynamic_sampling: bool = False  # DAPO: redraw all-equal groups (up to `max_resamples` times)
     max_resamples: int = 16  # cap on redraws per step under dynamic sampling
+    # --- asymmetric GRPO (issue 9, docs/asymmetric-grpo.md); all off = the update above ---
+    asym_channels: bool = False  # A > 0 → w⁺(r)·A, A < 0 → w⁻(π_a)·A (asymmetric_advantages)
+    asym_confidence: bool = False  # A < 0 also × b + (1−b)·sigmoid(−KL) of the policy's logits
+    asym_recompose: bool = False  # loss over the draws kept by recompose_group (scores: log π)
+    dual_clip: float | None = None  # max-norm of dual_threshold_clip before the optimiser; None off
+    dual_clip_lower: float = 0.1  # below this gradient norm the update is amplified
+    dual_clip_amplification: float = 1.5  # the amplification factor
+    asym: AsymmetricConfig = AsymmetricConfig()  # hyper-parameters of the components above
 
     def __post_init__(self):
         if self.surrogate not in SURROGATES:
@@ -136,11 +146,28 @@ class UpdateConfig:
                     raise CatsimError(f"{name} must be >= 0, got {value}")
         if not isinstance(self.gamma, GammaSchedule):
             raise CatsimError("gamma must be a catsim.objectives.focal.GammaSchedule")
+        if not isinstance(self.asym, AsymmetricConfig):
+            raise CatsimError("asym must be a catsim.objectives.asymmetric.AsymmetricConfig")
+        if self.dual_clip is not None:  # validates the three numbers (CatsimError)
+            dual_threshold_clip(self.dual_clip, self.dual_clip_lower, self.dual_clip_amplification)
+
+    @property
+    def asymmetric(self) -> bool:
+        """True when any asymmetric-GRPO component is switched on."""
+        return (self.asym_channels or self.asym_confidence or self.asym_recompose
+                or self.dual_clip is not None)
 
     @property
     def label(self) -> str:
         """Short method label used as the `method` coordinate of results."""
-        return f"{self.optimiser}-{self.surrogate}-lr{self.learning_rate:g}"
+        label = f"{self.optimiser}-{self.surrogate}-lr{self.learning_rate:g}"
+        if self.asymmetric:
+            parts = [name for name, on in (("ch", self.asym_channels), ("conf", self.asym_confidence),
+                                           ("rec", self.asym_recompose)) if on]
+            if self.dual_clip is not None:
+                parts.append(f"clip{self.dual_clip:g}")
+            label += "+asym-" + "-".join(parts)
+        return label
 
 
 @dataclasses.dataclass(frozen=True)

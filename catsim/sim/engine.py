@@ -7,7 +7,7 @@
 whose batched form `make_batched_run(config)` = jit(vmap(run)) runs R runs at once (R = γ values ×
 seeds); its run axis may be sharded over devices (`shard_runs`). For long runs with a progress bar
 the host loop calls the batched `chunk` of `make_chunked(config, records_per_chunk)` instead; the
-two give bit-identical results. One step (paper App. J, §4):
+two agree to float32 rounding (different compiled programs may fuse differently). One step (paper App. J, §4):
 
   1. draw a group of N actions i.i.d. from π = softmax(z)       (`sampler.sample_counts`)
   2. binary rewards → advantages from the counts                 (`objectives.advantages`)
@@ -30,7 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from catsim.objectives import advantages, focal, losses
+from catsim.errors import CatsimError
+from catsim.objectives import advantages, asymmetric, focal, losses
+from catsim.objectives.grad_clip import dual_threshold_clip
 from catsim.sim import metrics, policy, sampler
 from catsim.sim.config import SimConfig, UpdateConfig
 
@@ -70,13 +72,20 @@ def make_constants(config: SimConfig) -> Constants:
 def make_optimizer(update: UpdateConfig, learning_rate) -> optax.GradientTransformation:
     """optax optimiser for `update.optimiser`; `learning_rate` may be traced (one per run)."""
     if update.optimiser == "sgd":
-        return optax.sgd(learning_rate)
-    if update.optimiser == "adam":
-        return optax.adam(learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps)
-    return optax.adamw(
-        learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps,
-        weight_decay=update.weight_decay,
-    )
+        tx = optax.sgd(learning_rate)
+    elif update.optimiser == "adam":
+        tx = optax.adam(learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps)
+    else:
+        tx = optax.adamw(
+            learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps,
+            weight_decay=update.weight_decay,
+        )
+    if update.dual_clip is not None:  # asymmetric GRPO §3.3: clip/amplify the raw gradient first
+        clip = dual_threshold_clip(
+            update.dual_clip, update.dual_clip_lower, update.dual_clip_amplification
+        )
+        tx = optax.chain(clip, tx)
+    return tx
 
 
 def surrogate_fn(update: UpdateConfig):
@@ -111,6 +120,42 @@ def per_action_advantages(update: UpdateConfig, counts_V, correct_V, gamma_t):
     return adv_V, mu_hat, g, active
 
 
+# --- asymmetric GRPO (issue 9): the components that make sense for one-step categorical actions ---
+
+
+def asymmetric_per_action(update: UpdateConfig, adv_V, correct_V, z_V):
+    """Channel / confidence weights on per-action advantages (docs/asymmetric-grpo.md §1–2).
+
+    Every draw of action a shares A_a, r_a = 1[a correct] (the article's r ∈ [0, 1]), π_a =
+    softmax(z)_a (the behaviour policy) and one confidence weight c of the whole policy. [V] -> [V].
+    """
+    cfg = update.asym
+    conf = None
+    if update.asym_confidence:
+        c = asymmetric.confidence_weight(z_V, baseline=cfg.baseline, kl_direction=cfg.kl_direction)
+        conf = jnp.broadcast_to(c, adv_V.shape)
+    if not update.asym_channels:
+        return adv_V if conf is None else jnp.where(adv_V < 0, conf * adv_V, adv_V)
+    return asymmetric.asymmetric_advantages(
+        adv_V, correct_V.astype(adv_V.dtype), jax.nn.softmax(z_V), conf, config=cfg
+    )
+
+
+def recomposed_counts(update: UpdateConfig, counts_V, correct_V, logp_V, group_size: int):
+    """Counts of the draws kept by `asymmetric.recompose_group` (article §3.2). [V] -> [V].
+
+    The group is expanded to its N draws (action order), scored by log π(a) (the "best" positive is
+    the most probable one; the kept negatives are the most probable wrong draws), recomposed, and
+    counted back per action. `group_size` N must be static (it sizes the expansion).
+    """
+    num_actions = counts_V.shape[0]
+    actions_N = jnp.repeat(
+        jnp.arange(num_actions), counts_V.astype(jnp.int32), total_repeat_length=group_size
+    )
+    keep_N = asymmetric.recompose_group(correct_V[actions_N], logp_V[actions_N], config=update.asym)
+    return jax.ops.segment_sum(keep_N.astype(counts_V.dtype), actions_N, num_segments=num_actions)
+
+
 def make_loss(update: UpdateConfig, z0_V):
     """loss(z, old_logp_V, counts_V, adv_V) -> []: surrogate + entropy bonus + KL to π_0."""
     surrogate = surrogate_fn(update)
@@ -127,8 +172,13 @@ def make_loss(update: UpdateConfig, z0_V):
     return loss
 
 
-def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, counts_V, gamma_t):
+def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, counts_V, gamma_t,
+                 group_size: int | None = None):
     """One policy update on a sampled group (all `update.ppo_epochs` optimiser steps).
+
+    Asymmetric GRPO (issue 9): advantages are computed on the full group, then weighted by channel
+    (`asymmetric_per_action`); with `asym_recompose` the loss averages over the kept draws only
+    (`recomposed_counts`, needs the static `group_size`); the dual clip lives in `tx`.
 
     Args:
       update: the update rule; tx: its optax optimiser; consts: `Constants` (z_0 for the KL term,
@@ -140,9 +190,16 @@ def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, count
       (z_V', opt_state', (mu_hat, g, active)).
     """
     adv_V, mu_hat, g, active = per_action_advantages(update, counts_V, consts.correct, gamma_t)
+    loss_counts_V = counts_V
+    if update.asym_channels or update.asym_confidence:
+        adv_V = asymmetric_per_action(update, adv_V, consts.correct, z_V)
+    if update.asym_recompose:
+        if group_size is None:
+            raise CatsimError("asym_recompose needs the static group_size")
+        loss_counts_V = recomposed_counts(update, counts_V, consts.correct, logp_V, group_size)
     grad = jax.grad(make_loss(update, consts.z0))
     for _ in range(update.ppo_epochs):
-        updates, opt_state = tx.update(grad(z_V, logp_V, counts_V, adv_V), opt_state, z_V)
+        updates, opt_state = tx.update(grad(z_V, logp_V, loss_counts_V, adv_V), opt_state, z_V)
         z_V = optax.apply_updates(z_V, updates)
     return z_V, opt_state, (mu_hat, g, active)
 
@@ -190,16 +247,18 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
         tx = make_optimizer(update, learning_rate)
         return State(consts.z0, jax.nn.log_softmax(consts.z0), tx.init(consts.z0), _nan_group())
 
-    def step(consts, tx, schedule, state: State, t):
+    def step(consts, tx, schedule, with_group: bool, state: State, t):
         key, step_index = t
         p_V = jnp.exp(state.logp)
         counts_V, draws = _draw(update, method, n, key, p_V, consts.correct)
         # The curriculum schedule reads this group's success rate; the others only the step.
         gamma_t = schedule(step_index, jnp.sum(jnp.where(consts.correct, counts_V, 0.0)) / n)
         z_V, opt_state, (mu_hat, g, active) = apply_update(
-            update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t
+            update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t, n
         )
         logp_V = jax.nn.log_softmax(z_V)
+        if not with_group:  # only the last step before a record keeps its group metrics
+            return State(z_V, logp_V, opt_state, state.group), None
         group = {
             "mu_hat": mu_hat,
             "focal": g,
@@ -214,12 +273,15 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
         tx = make_optimizer(update, learning_rate)
         schedule = dataclasses.replace(update.gamma, gamma=gamma)
         p0_V = jax.nn.softmax(consts.z0)
-        body = functools.partial(step, consts, tx, schedule)
+        plain = functools.partial(step, consts, tx, schedule, False)
+        last = functools.partial(step, consts, tx, schedule, True)
 
         def record(state, r):
             steps = r * k + jnp.arange(k)
             keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(steps)
-            state, _ = jax.lax.scan(body, state, (keys, steps))
+            if k > 1:
+                state, _ = jax.lax.scan(plain, state, (keys[:-1], steps[:-1]))
+            state, _ = last(state, (keys[-1], steps[-1]))
             return state, metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
 
         return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))

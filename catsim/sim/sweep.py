@@ -251,7 +251,7 @@ def format_table(results: SimResults, method: str | None = None) -> str:
     k = len(results.seeds)
     head = f"{'N':>7} {'reg':>3}"
     for g in results.gammas:
-        head += f" | {'Qpos γ=' + format(g, 'g'):^24} | {'Mret γ=' + format(g, 'g'):^24}"
+        head += f" | {'Qpos γ=' + format(g, 'g'):^33} | {'Mret γ=' + format(g, 'g'):^33}"
     lines = [f"method {method}: final values, mean ± std over {k} seed(s) (min–max)", head,
              "-" * len(head)]
     for n in results.group_sizes:
@@ -259,7 +259,7 @@ def format_table(results: SimResults, method: str | None = None) -> str:
         for g in results.gammas:
             for metric in ("qpos", "mret"):
                 v = results.sel(metric, method=method, gamma=g, n=n)[..., -1]
-                row += f" | {v.mean():.4f} ± {v.std():.4f} ({v.min():.3f}–{v.max():.3f})"
+                row += f" | {v.mean():.5f} ± {v.std():.5f} ({v.min():.4f}–{v.max():.4f})"
         lines.append(row)
     lines.append(
         f"regimes from data (γ={min(results.gammas):g} mean final Mret < {regimes['threshold']}): "

@@ -1,0 +1,98 @@
+"""Task options shared by `catsim llm sft` and `catsim llm sample --task` (not a command itself)."""
+
+from __future__ import annotations
+
+import argparse
+
+from catsim.llm.tasks import TASKS
+
+# CLI flag -> task config field (None default = the task's own default)
+TASK_OPTIONS = {
+    "size": ("--size", int, "maze: grid side incl. walls, odd (default 7; paper 17)"),
+    "algorithm": ("--maze-algorithm", str, "maze: generator, dfs or wilson"),
+    "height": ("--height", int, "paths: grid rows (default 5)"),
+    "width": ("--width", int, "paths: grid columns (default 5)"),
+    "obstacle_density": ("--obstacle-density", float, "paths: obstacle probability per square"),
+    "min_answers": ("--min-answers", int, "paths: fewest shortest paths per prompt"),
+    "max_answers": ("--max-answers", int, "paths: most shortest paths per prompt"),
+    "zipf_exponent": ("--zipf", float, "paths: warm-up weights ∝ rank^-s over the answers"),
+    "ranking": ("--ranking", str, "paths: answer rank order, turns or lexicographic"),
+    "n_train": ("--n-train", int, "train prompts per seed"),
+    "n_heldout": ("--n-heldout", int, "held-out prompts per seed"),
+    "path": ("--data", str, "math: local .jsonl or .parquet file of question/answer records"),
+    "checker": ("--checker", str, "math: math-verify or exact"),
+}
+
+
+def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    group = parser.add_argument_group("task")
+    group.add_argument("--task", choices=sorted(TASKS), required=required,
+                       help="built-in task: maze, paths (many solutions) or math (local file)")
+    for dest, (flag, kind, text) in TASK_OPTIONS.items():
+        group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text,
+                           metavar=flag.lstrip("-").upper().replace("-", "_"))
+
+
+def task_options(args: argparse.Namespace) -> dict:
+    """The task config fields given on the command line (unset ones omitted)."""
+    return {dest: getattr(args, f"task_{dest}") for dest in TASK_OPTIONS
+            if getattr(args, f"task_{dest}", None) is not None}
+
+
+def add_task_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """`catsim llm sample --task ...`: which task prompts to sample."""
+    group = parser.add_argument_group("task prompts (with --task)")
+    group.add_argument("--split", choices=["heldout", "train"], default="heldout",
+                       help="task split to take prompts from (default heldout)")
+    group.add_argument("--task-prompts", type=int, default=4, help="number of task prompts (default 4)")
+    group.add_argument("--data-seed", type=int, default=None,
+                       help="task split seed (default: the one recorded in the model dir, else 0)")
+
+
+def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
+    """Sample a model on task prompts and print each completion with its reward."""
+    import json
+    import sys
+
+    import jax
+    import numpy as np
+
+    from catsim.errors import CatsimError
+    from catsim.llm.checkpoint import load_model
+    from catsim.llm.tasks.sampling import load_task_for_model, sample_task
+    from catsim.llm.tokenizer import Tokenizer
+
+    if args.prompt:
+        raise CatsimError("give either --prompt or --task, not both")
+    if args.task_prompts < 1:
+        raise CatsimError("--task-prompts must be positive")
+    task, data_seed = load_task_for_model(args.model, args.task, task_options(args), args.data_seed)
+    count = min(args.task_prompts, task.num_prompts(args.split))
+    prompts = [task.prompt(args.split, data_seed, i) for i in range(count)]
+    cfg, params = load_model(args.model, dtype=args.dtype)
+    tokenizer = Tokenizer.from_dir(args.model)
+    sampling = sampling_config(args, cfg, tokenizer)
+    cap = getattr(task, "max_answer_chars", None)
+    if cap is not None and sampling.max_new_tokens > cap + 1:  # longer answers score 0 anyway
+        import dataclasses
+
+        sampling = dataclasses.replace(sampling, max_new_tokens=cap + 1)
+    chat = tokenizer.chat_template is not None if args.chat is None else args.chat
+    records = sample_task(params, cfg, tokenizer, task, prompts, args.n, sampling,
+                          jax.random.key(args.seed), chat=chat)
+    by_index = {p.index: p for p in prompts}
+    for r in records:
+        if args.json:
+            print(json.dumps({"task": task.name, "split": args.split, "prompt_index": r.prompt_index,
+                              "sample_index": r.sample_index, "completion": r.completion,
+                              "reward": r.reward, "finished": r.finished,
+                              "reference": task.reference(by_index[r.prompt_index])}))
+        else:
+            if r.sample_index == 0:
+                print(f"=== {task.name} {args.split} prompt {r.prompt_index}\\n"
+                      f"{by_index[r.prompt_index].text}")
+            print(f"  sample {r.sample_index}: {r.completion!r} reward {r.reward:g}")
+    mean = float(np.mean([r.reward for r in records]))
+    print(f"mean reward {mean:.4f} over {len(records)} samples ({count} prompts x {args.n})",
+          file=sys.stderr)
+    return 0

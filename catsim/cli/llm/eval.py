@@ -1,0 +1,110 @@
+"""`catsim llm eval`: unbiased pass@k (with bootstrap intervals) of one or more model dirs, and
+optionally ΔNLL_rare / retained answer mass against a base model, a paired m-out-of-n test between
+the first model and each other one, and a solved-then-forgotten ledger across the models in order.
+
+    catsim llm eval runs/sft runs/grpo/model runs/fgrpo/model --n 64 --k 1,8,64 --base runs/sft --test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from catsim.cli.args import parse_int_list
+from catsim.cli.llm.rl import add_common_model_options, task_spec_from_args
+from catsim.errors import CatsimError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("eval", help="pass@k, paired test, ΔNLL_rare, answer mass, forgetting ledger",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+", help="Hugging Face model dirs (checkpoint order for the ledger)")
+    add_common_model_options(parser)
+    parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
+    parser.add_argument("--k", default="1,2,4,8,16,32,64", help="k values to print, comma list or 2^a:2^b")
+    parser.add_argument("--prompts", type=int, default=128, help="prompts scored (0 = the whole split)")
+    parser.add_argument("--split", default="heldout", choices=("heldout", "train"))
+    parser.add_argument("--data-seed", type=int, default=None, help="task split seed (default: the task file's)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="completion cap (default: task's)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
+    parser.add_argument("--batch-size", type=int, default=256, help="rollouts per generate call")
+    parser.add_argument("--base", help="base model dir: adds ΔNLL_rare and retained answer mass")
+    parser.add_argument("--rare-prompts", type=int, default=256, help="train prompts for the rare set")
+    parser.add_argument("--rare-n", type=int, default=64, help="base samples per prompt for the rare set")
+    parser.add_argument("--rare-quantile", type=float, default=0.01, help="rare share by base NLL (0.01)")
+    parser.add_argument("--test", action="store_true", help="paired m-out-of-n test: each model vs the first")
+    parser.add_argument("--m", type=int, default=None, help="m of the paired test (default n/4)")
+    parser.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations")
+    parser.add_argument("--ledger", action="store_true", help="solved-then-forgotten ledger across the models")
+    parser.add_argument("--json", help="write every number to this JSON file")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from catsim.llm import evaluate as ev
+    from catsim.llm import metrics
+    from catsim.llm.rl import load_task_spec, task_from_spec
+
+    ks = parse_int_list(args.k, "--k")
+    if max(ks) > args.n:
+        raise CatsimError(f"--k asks for k = {max(ks)} but --n is {args.n}; need n >= k")
+    spec = task_spec_from_args(args) or load_task_spec(args.models[0])
+    task = task_from_spec(spec)
+    data_seed = args.data_seed if args.data_seed is not None else int(spec.get("data_seed", 0))
+    max_new = args.max_new_tokens or int(getattr(task, "max_answer_chars", 255)) + 1
+    kw = dict(n=args.n, ks=ks, n_prompts=args.prompts, split=args.split, data_seed=data_seed,
+              max_new_tokens=max_new, seed=args.seed, batch_size=args.batch_size, chat_template=args.chat_template)
+    report: dict = {"task": spec, "models": {}}
+    base = rare = base_mass = None
+    prompts = ev.eval_prompts(task, args.split, data_seed, args.prompts)
+    if args.base:
+        base = ev.load_policy(args.base)
+        try:
+            rare = ev.rare_correct_set(base, task, n_prompts=args.rare_prompts, n=args.rare_n,
+                                       rare_quantile=args.rare_quantile, data_seed=data_seed, max_new_tokens=max_new)
+            report["rare_set"] = {"size": int(rare.base_nll.size), "from_correct": rare.num_correct}
+        except CatsimError as err:
+            report["rare_set"] = {"error": str(err)}
+        if task.correct_answers(prompts[0]) is not None:
+            base_mass = ev.answer_mass_table(base, task, prompts)
+    header = ["model"] + [f"pass@{k}" for k in ks] + (["ΔNLL_rare", "kept", "Mret"] if base else [])
+    print(" | ".join(header))
+    for path in args.models:
+        policy = ev.load_policy(path)
+        res = ev.evaluate_passk(policy, task, **kw)
+        if rare is not None:
+            res["delta_nll_rare"] = ev.delta_nll_rare(policy, rare)
+        if base_mass is not None:
+            res["answer_mass"] = ev.retained_mass(base_mass, ev.answer_mass_table(policy, task, prompts))
+        report["models"][path] = res
+        cells = [Path(path).as_posix()] + [
+            f"{res['pass_at_k'][k]:.3f} [{res['interval'][k][0]:.3f},{res['interval'][k][1]:.3f}]" for k in ks]
+        if base:
+            cells += [f"{res['delta_nll_rare']:.3f}" if "delta_nll_rare" in res else "–",
+                      f"{res['answer_mass']['kept_fraction']:.3f}" if "answer_mass" in res else "–",
+                      f"{res['answer_mass']['mret']:.3f}" if "answer_mass" in res else "–"]
+        print(" | ".join(cells))
+    counts = [np.asarray(report["models"][p]["num_correct"]) for p in args.models]
+    if args.test and len(args.models) > 1:
+        m = args.m or max(1, args.n // 4)
+        report["tests"] = []
+        for path, c in zip(args.models[1:], counts[1:]):
+            for k in sorted({1, m}):
+                t = metrics.paired_subsample_test(args.n, counts[0], c, k=k, m=m, iterations=args.iterations,
+                                                  seed=args.seed)
+                report["tests"].append({"a": args.models[0], "b": path, **t})
+                print(f"paired test {path} − {args.models[0]}: pass@{k} (m={m} of n={args.n}) "
+                      f"Δ = {t['delta']:+.4f}, 95% [{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}], "
+                      f"p = {t['p_value']:.4f}")
+    if args.ledger and len(args.models) > 1:
+        led = ev.forgetting_ledger(args.models, np.stack(counts))
+        led["forgotten_prompts"] = [prompts[i].index for i in led["forgotten_prompts"]]
+        report["ledger"] = led
+        print(f"ledger: solved {led['solved']} (in order); forgotten by the last: {led['forgotten']}; "
+              f"gained: {led['gained']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
+    return 0

@@ -1,0 +1,151 @@
+"""`catsim llm rl`: GRPO-family RL (GRPO, DAPO, CISPO, Dr.GRPO, focal γ) from a base model dir.
+
+Every `RLConfig` field is an option (`--group-size 8`, `--gamma 0.5`, ...), with the field's comment
+as help. Example:
+
+    catsim llm rl --base runs/sft --out runs/fgrpo --method grpo --gamma 0.5 --steps 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import re
+
+from catsim.errors import CatsimError
+
+
+def _field_help(cls) -> dict[str, str]:
+    """Field comments of a dataclass's source (`name: type = default  # comment`)."""
+    helps = {}
+    for line in inspect.getsource(cls).splitlines():
+        m = re.match(r"\s+(\w+): [^=]+=.*?#\s*(.+)$", line)
+        if m:
+            helps[m.group(1)] = m.group(2).strip()
+    return helps
+
+
+def add_dataclass_options(parser: argparse.ArgumentParser, cls, skip=()) -> None:
+    """One `--field-name` option per dataclass field (default None = keep the dataclass default)."""
+    helps = _field_help(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default
+        text = f"{helps.get(f.name, '')} (default: {default})"
+        if isinstance(default, bool) or f.type in ("bool", "bool | None"):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif isinstance(default, int) and not isinstance(default, bool):
+            parser.add_argument(flag, type=int, default=None, help=text)
+        elif isinstance(default, float) or "float" in str(f.type):
+            parser.add_argument(flag, type=float, default=None, help=text)
+        else:
+            parser.add_argument(flag, type=str, default=None, help=text)
+
+
+def dataclass_from_args(cls, args, skip=()):
+    kwargs = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+              if f.name not in skip and getattr(args, f.name, None) is not None}
+    return cls(**kwargs)
+
+
+def parse_task_options(items) -> dict:
+    """["size=7", "checker=exact"] -> {"size": 7, "checker": "exact"} (JSON values when they parse)."""
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise CatsimError(f"--task-opt expects key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def make_mesh_from_arg(text: str | None):
+    """"auto" (all local devices on the fsdp axis when there are several), "none", or "DxF"."""
+    import jax
+
+    from catsim.llm.sharding import make_mesh
+
+    if text in (None, "none"):
+        return None
+    if text == "auto":
+        return make_mesh() if len(jax.devices()) > 1 else None
+    m = re.fullmatch(r"(\d+)x(\d+)", text)
+    if not m:
+        raise CatsimError(f"--mesh must be auto, none or DATAxFSDP (e.g. 2x4), got {text!r}")
+    return make_mesh(data=int(m.group(1)), fsdp=int(m.group(2)))
+
+
+def add_common_model_options(parser: argparse.ArgumentParser) -> None:
+    """--task and its options (shared with `catsim llm sft/sample`), plus --task-opt for any other
+    task config field (e.g. the math prompt_template), and --chat-template."""
+    from catsim.cli.llm._task_args import add_task_arguments
+
+    add_task_arguments(parser, required=False)
+    parser.add_argument("--task-opt", action="append", metavar="KEY=VALUE",
+                        help="any other task config field, repeatable (e.g. --task-opt question_field=problem)")
+    parser.add_argument("--chat-template", action="store_true",
+                        help="wrap prompts with the tokenizer's chat template (instruct checkpoints)")
+
+
+def task_spec_from_args(args) -> dict | None:
+    """{"task", "config"} from --task and its options; None = use the model dir's catsim_task.json."""
+    from catsim.cli.llm._task_args import task_options
+
+    options = {**task_options(args), **parse_task_options(args.task_opt)}
+    if args.task is None:
+        if options:
+            raise CatsimError("task options need --task")
+        return None
+    return {"task": args.task, "config": options}
+
+
+def register(subparsers) -> None:
+    from catsim.llm.rl import RLConfig
+
+    parser = subparsers.add_parser("rl", help="GRPO-family RL from a base model (GRPO/DAPO/CISPO/Dr.GRPO, focal γ)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", required=True, help="Hugging Face model dir to start from (the KL reference)")
+    parser.add_argument("--out", required=True, help="output directory (resumed if it holds a run)")
+    add_common_model_options(parser)
+    parser.add_argument("--mesh", default="auto", help="auto | none | DATAxFSDP device mesh (default auto)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="parameter dtype (default: checkpoint's)")
+    parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass")
+    parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done")
+    parser.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_dataclass_options(parser, RLConfig)
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from catsim.llm.rl import RLConfig, run_rl
+
+    if args.distributed:
+        from catsim.llm.sharding import initialize_distributed
+
+        initialize_distributed()
+    spec = task_spec_from_args(args)
+    if args.data_seed is None:  # train on the split the warm-up used
+        from catsim.llm.rl import load_task_spec
+
+        try:
+            args.data_seed = int((spec or load_task_spec(args.base)).get("data_seed", 0))
+        except CatsimError:
+            args.data_seed = 0
+    cfg = dataclass_from_args(RLConfig, args)
+    mesh = make_mesh_from_arg(args.mesh)
+    result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
+                    stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
+                    chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
+    state = "finished" if result.finished else "stopped"
+    print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")
+    return 0

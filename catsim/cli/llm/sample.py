@@ -1,0 +1,102 @@
+"""`catsim llm sample`: draw completions from a Hugging Face model directory.
+
+    catsim llm sample --model DIR --prompt "What is 2+2?" --n 4 --max-new-tokens 128
+
+Prompts come from `--prompt` (repeatable); `prompt_sources` is the single place where another source
+(e.g. a `--task` option listing a task's prompts) plugs in. `--json` prints one JSON object per
+completion instead of text blocks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from catsim.errors import CatsimError
+
+
+def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that samples from a model (sample, eval, rl)."""
+    parser.add_argument("--model", required=True, help="Hugging Face model directory (config.json, "
+                        "*.safetensors, tokenizer.json)")
+    parser.add_argument("--n", type=int, default=1, help="samples per prompt (default 1)")
+    parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length cap (default 256)")
+    parser.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
+    parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (default 1 = off)")
+    parser.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (default 0 = off)")
+    parser.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                        help="compute dtype (default: the checkpoint's)")
+    chat = parser.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=None,
+                      help="wrap prompts in the chat template (default when the tokenizer has one)")
+    chat.add_argument("--raw", dest="chat", action="store_false", help="use prompts as raw text")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("sample", help="sample completions from a model directory",
+                                   description=__doc__.split("\n\n")[0])
+    add_sampling_arguments(parser)
+    parser.add_argument("--prompt", action="append", default=[], help="prompt text (repeatable)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per completion")
+    parser.add_argument("--format", choices=["text", "json"], default=None,
+                        help="json = one JSON object per completion (same as --json)")
+    from catsim.cli.llm._task_args import add_task_arguments, add_task_sampling_arguments
+
+    add_task_arguments(parser, required=False)
+    add_task_sampling_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def prompt_sources(args: argparse.Namespace) -> list[str]:
+    """The prompts to sample, from the command line (extension point for other sources)."""
+    if not args.prompt:
+        raise CatsimError("give at least one --prompt")
+    return list(args.prompt)
+
+
+def sampling_config(args: argparse.Namespace, cfg, tokenizer):
+    """SamplingConfig from the shared options; stop at the tokenizer's and config's EOS ids."""
+    from catsim.llm.rollout import SamplingConfig
+
+    stops = set(cfg.eos_token_ids)
+    if tokenizer.eos_token_id is not None:
+        stops.add(tokenizer.eos_token_id)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else cfg.pad_token_id
+    return SamplingConfig(max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                          top_p=args.top_p, top_k=args.top_k, stop_tokens=tuple(sorted(stops)),
+                          pad_token=int(pad or 0))
+
+
+def run(args: argparse.Namespace) -> int:
+    import jax
+
+    if args.format == "json":
+        args.json = True
+    if args.task is not None:  # prompts from a built-in task, each completion with its reward
+        from catsim.cli.llm._task_args import run_task_sampling
+
+        return run_task_sampling(args, sampling_config)
+
+    from catsim.llm.checkpoint import load_model
+    from catsim.llm.rollout import sample_texts
+    from catsim.llm.tokenizer import Tokenizer
+
+    prompts = prompt_sources(args)
+    cfg, params = load_model(args.model, dtype=args.dtype)
+    tokenizer = Tokenizer.from_dir(args.model)
+    sampling = sampling_config(args, cfg, tokenizer)
+    completions = sample_texts(params, cfg, tokenizer, prompts, args.n, sampling,
+                               jax.random.key(args.seed), chat=args.chat)
+    for c in completions:
+        if args.json:
+            print(json.dumps({"prompt_id": c.prompt_id, "sample_id": c.sample_id, "text": c.text,
+                              "tokens": list(c.tokens), "logprob": c.logprob, "finished": c.finished}))
+        else:
+            end = "stop" if c.finished else "length"
+            print(f"--- prompt {c.prompt_id} sample {c.sample_id} ({len(c.tokens)} tokens, {end}, "
+                  f"logprob {c.logprob:.3f})")
+            print(c.text)
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,113 @@
+"""`catsim reproduce`: regenerate the project's figures and checks in one command.
+
+Steps, in order (each can be skipped with --skip):
+  lemma   Lemma 3.1 figures (paper Fig. 3 and Fig. 5) into --figures
+  mass    the joint distribution of (dQpos, dQu,pos) per step at the paper initialisation
+  verify  every symbolic and numeric check of `catsim verify`
+  sim     the paper's Figure 2 with the categorical simulator (reduced grid with --quick)
+  llm     the LLM pipeline (warm-up, GRPO vs F-GRPO, evaluation; tiny with --quick)
+Intermediate results go to --runs and are resumable: rerunning skips finished work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+from catsim.errors import CatsimError
+
+STEPS = ("lemma", "mass", "verify", "sim", "llm")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="regenerate figures/ and run all checks (lemma, mass, verify, sim, llm)",
+        description=__doc__.split("\n\n")[0],
+    )
+    parser.add_argument("--quick", action="store_true",
+                        help="reduced simulator grid, quick checks and a tiny LLM pipeline (minutes)")
+    parser.add_argument("--figures", default="figures", help="where figures go (default figures/)")
+    parser.add_argument("--runs", default="runs/reproduce",
+                        help="where intermediate results go (default runs/reproduce/)")
+    parser.add_argument("--skip", default="", help=f"comma list of steps to skip: {','.join(STEPS)}")
+    parser.set_defaults(func=run)
+
+
+def _skipped(text: str) -> set[str]:
+    skip = {s.strip() for s in text.split(",") if s.strip()}
+    unknown = skip - set(STEPS)
+    if unknown:
+        raise CatsimError(f"--skip: unknown step(s) {', '.join(sorted(unknown))}; steps are {', '.join(STEPS)}")
+    return skip
+
+
+def _lemma(args, figures: Path, runs: Path) -> bool:
+    from catsim.plots.tail_miss import reproduce_figures
+
+    for path in reproduce_figures(figures):
+        print(f"wrote {path}")
+    return True
+
+
+def _mass(args, figures: Path, runs: Path) -> bool:
+    from catsim.plots.mass import reproduce_mass_figure
+
+    paths, _ = reproduce_mass_figure(figures, groups=300)
+    for path in paths:
+        print(f"wrote {path}")
+    return True
+
+
+def _verify(args, figures: Path, runs: Path) -> bool:
+    from catsim.cli.verify import run as verify_run
+
+    return verify_run(argparse.Namespace(quick=args.quick)) == 0
+
+
+def _sim(args, figures: Path, runs: Path) -> bool:
+    from catsim.sim.sweep import reproduce
+
+    result = reproduce(runs / ("sim-quick" if args.quick else "sim-full"), quick=args.quick)
+    target = figures / ("fig2_quick.png" if args.quick else "fig2.png")
+    shutil.copyfile(result["figure"], target)
+    print(f"wrote {target}")
+    return True
+
+
+def _llm(args, figures: Path, runs: Path) -> bool:
+    from catsim.llm.pipeline import run_pipeline
+
+    report = run_pipeline(runs / ("llm-quick" if args.quick else "llm-default"), quick=args.quick)
+    suffix = "_quick" if args.quick else ""
+    for png in sorted(report.parent.glob("*.png")):
+        target = figures / f"llm_{png.stem}{suffix}.png"
+        shutil.copyfile(png, target)
+        print(f"wrote {target}")
+    print(report.read_text())
+    return True
+
+
+STEP_FUNCS = {"lemma": _lemma, "mass": _mass, "verify": _verify, "sim": _sim, "llm": _llm}
+
+
+def run(args: argparse.Namespace) -> int:
+    skip = _skipped(args.skip)
+    figures, runs = Path(args.figures), Path(args.runs)
+    figures.mkdir(parents=True, exist_ok=True)
+    failed: list[str] = []
+    for step in STEPS:
+        if step in skip:
+            continue
+        print(f"== catsim reproduce: {step}", flush=True)
+        start = time.perf_counter()
+        ok = STEP_FUNCS[step](args, figures, runs)
+        print(f"== {step}: {'done' if ok else 'FAILED'} in {time.perf_counter() - start:.1f} s", flush=True)
+        if not ok:
+            failed.append(step)
+    if failed:
+        print(f"catsim reproduce: failed steps: {', '.join(failed)}")
+        return 1
+    return 0

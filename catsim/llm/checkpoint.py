@@ -1,0 +1,250 @@
+"""Hugging Face model directories on local disk: load and save, safetensors only (never unpickle).
+
+A model directory holds
+    config.json                          architecture and shapes (`ModelConfig.from_hf_dict`)
+    model.safetensors                    all weights, or
+    model-0000i-of-0000n.safetensors     shards, listed by model.safetensors.index.json
+    tokenizer.json, tokenizer_config.json, chat_template.jinja   (optional; see `catsim.llm.tokenizer`)
+
+    cfg, params = load_model("path/to/Qwen2.5-0.5B-Instruct", dtype="bfloat16")
+    save_model("out/", cfg, params, tokenizer=tok, max_shard_size="2GB")
+
+`save_model` writes the same layout, which `transformers.AutoModelForCausalLM.from_pretrained`
+loads back. Weight names follow the Hugging Face Llama/Qwen layout (`model.layers.{i}.self_attn.q_proj
+.weight`, ...); see `hf_weight_names`. Every tensor's shape is checked against config.json before it
+is read, and every error (missing file, missing or unexpected tensor, wrong shape) is a one-line
+`CatsimError` naming the file and the tensor.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.llm.config import ModelConfig
+from catsim.llm.model import Params, param_shapes
+
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+_IGNORED = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
+
+# catsim layer key -> (Hugging Face suffix under model.layers.{i}., transpose?)
+_LAYER_NAMES: dict[str, tuple[str, bool]] = {
+    "attn_norm": ("input_layernorm.weight", False),
+    "wq": ("self_attn.q_proj.weight", True),
+    "wk": ("self_attn.k_proj.weight", True),
+    "wv": ("self_attn.v_proj.weight", True),
+    "wo": ("self_attn.o_proj.weight", True),
+    "bq": ("self_attn.q_proj.bias", False),
+    "bk": ("self_attn.k_proj.bias", False),
+    "bv": ("self_attn.v_proj.bias", False),
+    "bo": ("self_attn.o_proj.bias", False),
+    "q_norm": ("self_attn.q_norm.weight", False),
+    "k_norm": ("self_attn.k_norm.weight", False),
+    "mlp_norm": ("post_attention_layernorm.weight", False),
+    "w_gate": ("mlp.gate_proj.weight", True),
+    "w_up": ("mlp.up_proj.weight", True),
+    "w_down": ("mlp.down_proj.weight", True),
+    "b_gate": ("mlp.gate_proj.bias", False),
+    "b_up": ("mlp.up_proj.bias", False),
+    "b_down": ("mlp.down_proj.bias", False),
+}
+_TOP_NAMES: dict[str, tuple[str, bool]] = {
+    "embed": ("model.embed_tokens.weight", False),
+    "final_norm": ("model.norm.weight", False),
+    "unembed": ("lm_head.weight", True),
+}
+
+
+def _safetensors():
+    try:
+        import safetensors
+        import safetensors.numpy
+    except ImportError:
+        raise CatsimError("reading checkpoints needs the 'llm' extra: pip install 'catsim[llm]'") from None
+    return safetensors
+
+
+def _np_dtype(dtype: str) -> np.dtype:
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(dtype)
+
+
+def hf_weight_names(cfg: ModelConfig) -> Iterator[tuple[str, str, int | None, tuple[int, ...], bool]]:
+    """Yield (hf_name, catsim_key, layer index or None, HF shape, transposed?) for every weight."""
+    shapes = param_shapes(cfg)
+    for key, shape in shapes.items():
+        if key == "layers":
+            continue
+        hf_name, transpose = _TOP_NAMES[key]
+        yield hf_name, key, None, tuple(reversed(shape)) if transpose else shape, transpose
+    for key, shape in shapes["layers"].items():
+        suffix, transpose = _LAYER_NAMES[key]
+        one = shape[1:]
+        hf_shape = tuple(reversed(one)) if transpose else one
+        for i in range(cfg.num_layers):
+            yield f"model.layers.{i}.{suffix}", key, i, hf_shape, transpose
+
+
+def _weight_files(directory: Path) -> dict[str, Path]:
+    """Map each tensor name to the safetensors file holding it."""
+    single, index = directory / SINGLE_FILE, directory / INDEX_FILE
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise CatsimError(f"{index}: not a safetensors index ({err})") from None
+        files = {name: directory / fname for name, fname in weight_map.items()}
+        for path in sorted(set(files.values())):
+            if not path.is_file():
+                raise CatsimError(f"{index} lists {path.name}, which is missing")
+        return files
+    if single.is_file():
+        st = _safetensors()
+        with st.safe_open(str(single), framework="numpy") as f:
+            return {name: single for name in f.keys()}
+    pickles = [p.name for p in directory.glob("*.bin")] + [p.name for p in directory.glob("*.pt")]
+    hint = f" (found {', '.join(sorted(pickles))}: pickled weights are not loaded, convert them "\
+           "to safetensors)" if pickles else ""
+    raise CatsimError(f"{directory}: no {SINGLE_FILE} or {INDEX_FILE}{hint}")
+
+
+def load_model(directory: str | Path, *, dtype: str | None = None,
+               mesh: Any = None) -> tuple[ModelConfig, Params]:
+    """Load a Hugging Face model directory: returns (ModelConfig, params).
+
+    dtype: "float32" or "bfloat16"; None keeps the checkpoint's dtype (float16 → float32).
+    mesh: optional `jax.sharding.Mesh`; each parameter is placed directly with the FSDP sharding of
+    `catsim.llm.sharding.param_shardings` instead of on the default device.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CatsimError(f"model directory not found: {directory}")
+    cfg = ModelConfig.from_json_file(directory / "config.json", dtype=dtype)
+    st = _safetensors()
+    files = _weight_files(directory)
+    expected = list(hf_weight_names(cfg))
+    expected_names = {name for name, *_ in expected}
+    tolerated = {"lm_head.weight"} if cfg.tie_word_embeddings else set()
+    unexpected = sorted(n for n in files if n not in expected_names and n not in tolerated
+                        and not _IGNORED.search(n))
+    if unexpected:
+        more = f" (+{len(unexpected) - 3} more)" if len(unexpected) > 3 else ""
+        raise CatsimError(f"{directory}: unexpected tensors for {cfg.architecture}: "
+                          f"{', '.join(unexpected[:3])}{more}")
+    target = _np_dtype(cfg.dtype)
+    shapes = param_shapes(cfg)
+    stacked: dict[str, np.ndarray] = {}
+    top: dict[str, np.ndarray] = {}
+    handles: dict[Path, Any] = {}
+    try:
+        for name, key, layer, hf_shape, transpose in expected:
+            if name not in files:
+                raise CatsimError(f"{directory}: tensor {name} is missing from the checkpoint")
+            path = files[name]
+            if path not in handles:
+                handles[path] = st.safe_open(str(path), framework="numpy").__enter__()
+            handle = handles[path]
+            if name not in handle.keys():
+                raise CatsimError(f"{path.name}: tensor {name} is missing (the index says it is here)")
+            shape = tuple(handle.get_slice(name).get_shape())
+            if shape != hf_shape:
+                raise CatsimError(f"{path.name}: tensor {name} has shape {list(shape)}, "
+                                  f"config.json implies {list(hf_shape)}")
+            array = handle.get_tensor(name)
+            if not np.issubdtype(array.dtype, np.floating) and array.dtype != _np_dtype("bfloat16"):
+                raise CatsimError(f"{path.name}: tensor {name} has non-float dtype {array.dtype}")
+            array = (array.T if transpose else array).astype(target)
+            if layer is None:
+                top[key] = array
+            else:
+                if key not in stacked:
+                    stacked[key] = np.empty(shapes["layers"][key], target)
+                stacked[key][layer] = array
+    finally:
+        for handle in handles.values():
+            handle.__exit__(None, None, None)
+    host = {**top, "layers": stacked}
+    if mesh is None:
+        params = jax.tree.map(jnp.asarray, host)
+    else:
+        from catsim.llm.sharding import param_shardings
+
+        params = jax.tree.map(jax.device_put, host, param_shardings(cfg, mesh))
+    return cfg, params
+
+
+def _parse_size(size: int | str) -> int:
+    if isinstance(size, int):
+        value = size
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMG]i?B|B)?\s*", size, re.IGNORECASE)
+        if not match:
+            raise CatsimError(f"max_shard_size: expected bytes or e.g. '500MB', got {size!r}")
+        unit = (match.group(2) or "B").upper()
+        scale = {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9,
+                 "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}[unit]
+        value = int(float(match.group(1)) * scale)
+    if value < 1:
+        raise CatsimError(f"max_shard_size must be positive, got {size!r}")
+    return value
+
+
+def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenizer: Any = None,
+               *, max_shard_size: int | str = "5GB") -> Path:
+    """Write a Hugging Face model directory (config.json + safetensors, sharded with an index when
+    the weights exceed `max_shard_size`), plus the tokenizer files when `tokenizer` is given
+    (a `catsim.llm.tokenizer.Tokenizer`). Weights are written in `cfg.dtype`. Returns the directory.
+    """
+    st = _safetensors()
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    limit = _parse_size(max_shard_size)
+    expected_shapes = param_shapes(cfg)
+    got_shapes = jax.tree.map(lambda p: tuple(p.shape), params)
+    if got_shapes != expected_shapes:
+        raise CatsimError("save_model: params do not match the config's shapes")
+    host = jax.device_get(params)
+    dtype = _np_dtype(cfg.dtype)
+    tensors: dict[str, np.ndarray] = {}
+    for name, key, layer, _, transpose in hf_weight_names(cfg):
+        array = np.asarray(host[key] if layer is None else host["layers"][key][layer])
+        tensors[name] = np.ascontiguousarray((array.T if transpose else array).astype(dtype))
+
+    shards: list[dict[str, np.ndarray]] = [{}]
+    size = 0
+    for name, array in tensors.items():
+        if shards[-1] and size + array.nbytes > limit:
+            shards.append({})
+            size = 0
+        shards[-1][name] = array
+        size += array.nbytes
+    for stale in list(directory.glob("model*.safetensors")) + [directory / INDEX_FILE]:
+        stale.unlink(missing_ok=True)
+    metadata = {"format": "pt"}
+    if len(shards) == 1:
+        st.numpy.save_file(shards[0], str(directory / SINGLE_FILE), metadata=metadata)
+    else:
+        weight_map = {}
+        for i, shard in enumerate(shards, start=1):
+            fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+            st.numpy.save_file(shard, str(directory / fname), metadata=metadata)
+            weight_map.update({name: fname for name in shard})
+        total = sum(a.nbytes for a in tensors.values())
+        (directory / INDEX_FILE).write_text(json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+    (directory / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
+    if tokenizer is not None:
+        tokenizer.save(directory)
+    return directory

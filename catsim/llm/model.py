@@ -1,0 +1,325 @@
+"""Decoder-only transformer (Llama-3, Qwen2/2.5, Qwen3) as pure JAX functions over a dict of arrays.
+
+Shape legend (nanodo style; a tensor's name ends in its shape):
+    B batch, T query positions, S key positions (cache slots), D hidden size, F MLP width,
+    V vocabulary, H query heads, K key/value heads, G = H / K query heads per KV head,
+    E head width, L layers.
+
+Parameters (`init_params`, `checkpoint.load_model`) are a plain pytree; per-layer weights are stacked
+along a leading L axis so the blocks run under one `lax.scan` (compile time independent of depth):
+
+    params["embed"]            V x D      token embedding (also the unembedding when tied)
+    params["final_norm"]       D          final RMSNorm weight
+    params["unembed"]          D x V      only when cfg.tie_word_embeddings is False
+    params["layers"][...]:
+        attn_norm, mlp_norm    L x D      RMSNorm weights before attention / MLP
+        wq                     L x D x HE query projection (HE = H * E)
+        wk, wv                 L x D x KE key / value projections (KE = K * E)
+        wo                     L x HE x D output projection
+        bq / bk, bv            L x HE / L x KE   when cfg.qkv_bias (Qwen2; Llama/Qwen3 attention_bias)
+        bo                     L x D      when cfg.o_bias
+        q_norm, k_norm         L x E      when cfg.qk_norm (Qwen3)
+        w_gate, w_up           L x D x F  SwiGLU: down(silu(x @ gate) * (x @ up))
+        w_down                 L x F x D
+        b_gate, b_up / b_down  L x F / L x D   when cfg.mlp_bias
+
+Matrices are stored input-major (x @ W), i.e. transposed relative to PyTorch's nn.Linear.
+
+Numerics follow the Hugging Face reference: RMSNorm in float32 then cast, RoPE tables in float32,
+attention scores and softmax in float32, logits returned in float32 whatever cfg.dtype is.
+
+Entry points:
+    forward(params, cfg, tokens_BxT, positions_BxT=None, mask_BxT=None) -> logits_BxTxV
+(all three are jitted with the config static; calling them inside another jit simply inlines them)
+    init_cache(cfg, batch, max_len) -> KVCache
+    forward_cached(params, cfg, tokens_BxT, positions_BxT, mask_BxT, cache) -> (logits, cache)
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.llm.config import ModelConfig
+
+Params = dict[str, Any]
+_MASKED = -1e30  # finite "minus infinity": fully masked rows give a uniform softmax, never NaN
+
+
+def param_shapes(cfg: ModelConfig) -> Params:
+    """The shape of every parameter, as a pytree mirroring `init_params(cfg, key)`."""
+    d, f, v, e, n = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.head_dim, cfg.num_layers
+    he, ke = cfg.num_heads * e, cfg.num_kv_heads * e
+    layers: dict[str, tuple[int, ...]] = {
+        "attn_norm": (n, d), "wq": (n, d, he), "wk": (n, d, ke), "wv": (n, d, ke), "wo": (n, he, d),
+        "mlp_norm": (n, d), "w_gate": (n, d, f), "w_up": (n, d, f), "w_down": (n, f, d),
+    }
+    if cfg.qkv_bias:
+        layers.update(bq=(n, he), bk=(n, ke), bv=(n, ke))
+    if cfg.o_bias:
+        layers["bo"] = (n, d)
+    if cfg.qk_norm:
+        layers.update(q_norm=(n, e), k_norm=(n, e))
+    if cfg.mlp_bias:
+        layers.update(b_gate=(n, f), b_up=(n, f), b_down=(n, d))
+    shapes: Params = {"embed": (v, d), "layers": layers, "final_norm": (d,)}
+    if not cfg.tie_word_embeddings:
+        shapes["unembed"] = (d, v)
+    return shapes
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "init_std"))
+def init_params(cfg: ModelConfig, key: jax.Array, init_std: float = 0.02) -> Params:
+    """Random parameters as Hugging Face initialises them: N(0, init_std) matrices, unit norms,
+    zero biases; dtype `cfg.dtype`. Meant for small models trained from scratch and tests: the noise
+    for all matrices is drawn at once (float32), so peak memory is about twice the model's size."""
+    dtype = jnp.dtype(cfg.dtype)
+    shapes = param_shapes(cfg)
+    flat, treedef = jax.tree.flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
+    # One normal draw sliced into matrices: a single PRNG call compiles far faster than one per leaf.
+    sizes = [math.prod(shape) for _, shape in flat]
+    noise = init_std * jax.random.normal(key, (sum(sizes),), jnp.float32)
+    leaves, offset = [], 0
+    for (path, shape), size in zip(flat, sizes):
+        name = path[-1].key
+        if "norm" in name:
+            leaves.append(jnp.ones(shape, dtype))
+        elif name.startswith("b"):
+            leaves.append(jnp.zeros(shape, dtype))
+        else:
+            leaves.append(noise[offset:offset + size].reshape(shape).astype(dtype))
+        offset += size
+    return jax.tree.unflatten(treedef, leaves)
+
+
+def rms_norm(x_BxTxD: jax.Array, weight_D: jax.Array, eps: float) -> jax.Array:
+    """y = w * x / sqrt(mean(x^2) + eps), normalised in float32 then cast back (as HF does)."""
+    x32 = x_BxTxD.astype(jnp.float32)
+    normed = x32 * jax.lax.rsqrt(jnp.mean(x32 * x32, axis=-1, keepdims=True) + eps)
+    return weight_D * normed.astype(x_BxTxD.dtype)
+
+
+def rope_inv_freq(cfg: ModelConfig) -> np.ndarray:
+    """Inverse frequencies theta^(-2i/E), i < E/2, with optional linear or Llama-3.1 scaling.
+
+    Computed in float32 with NumPy exactly as `transformers.modeling_rope_utils` does it.
+    """
+    e = cfg.head_dim
+    exponent = np.arange(0, e, 2, dtype=np.int64).astype(np.float32) / np.float32(e)
+    inv_freq = (np.float32(1.0) / (np.float32(cfg.rope_theta) ** exponent)).astype(np.float32)
+    scaling = cfg.rope_scaling
+    if scaling is None:
+        return inv_freq
+    if scaling.rope_type == "linear":
+        return (inv_freq / np.float32(scaling.factor)).astype(np.float32)
+    if scaling.rope_type != "llama3":
+        raise CatsimError(f"unsupported rope scaling {scaling.rope_type!r}")
+    factor, lo, hi = scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor
+    old_len = scaling.original_max_position_embeddings
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > old_len / lo, inv_freq / factor, inv_freq)
+    smooth = (old_len / wavelen - lo) / (hi - lo)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < old_len / hi) & ~(wavelen > old_len / lo)
+    return np.where(medium, smoothed, scaled).astype(np.float32)
+
+
+def rope_tables(cfg: ModelConfig, positions_BxT: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """cos and sin tables, each B x T x E (the E/2 frequencies repeated twice), float32."""
+    inv_freq = jnp.asarray(rope_inv_freq(cfg))
+    angles_BxTxE2 = positions_BxT.astype(jnp.float32)[..., None] * inv_freq
+    angles_BxTxE = jnp.concatenate([angles_BxTxE2, angles_BxTxE2], axis=-1)
+    return jnp.cos(angles_BxTxE), jnp.sin(angles_BxTxE)
+
+
+def apply_rope(x_BxTxNxE: jax.Array, cos_BxTxE: jax.Array, sin_BxTxE: jax.Array) -> jax.Array:
+    """Rotary embedding, "rotate half" convention (HF Llama/Qwen): x cos + rot(x) sin."""
+    cos = cos_BxTxE[:, :, None, :].astype(x_BxTxNxE.dtype)
+    sin = sin_BxTxE[:, :, None, :].astype(x_BxTxNxE.dtype)
+    half = x_BxTxNxE.shape[-1] // 2
+    rotated = jnp.concatenate([-x_BxTxNxE[..., half:], x_BxTxNxE[..., :half]], axis=-1)
+    return x_BxTxNxE * cos + rotated * sin
+
+
+def attention(q_BxTxHxE: jax.Array, k_BxSxKxE: jax.Array, v_BxSxKxE: jax.Array,
+              allowed_BxTxS: jax.Array) -> jax.Array:
+    """Grouped-query softmax attention; scores and softmax in float32. Returns B x T x H x E."""
+    b, t, h, e = q_BxTxHxE.shape
+    kv_heads = k_BxSxKxE.shape[2]
+    q_BxTxKxGxE = q_BxTxHxE.reshape(b, t, kv_heads, h // kv_heads, e)
+    scores_BxKxGxTxS = jnp.einsum("btkge,bske->bkgts", q_BxTxKxGxE, k_BxSxKxE,
+                                  preferred_element_type=jnp.float32) / math.sqrt(e)
+    scores_BxKxGxTxS = jnp.where(allowed_BxTxS[:, None, None], scores_BxKxGxTxS, _MASKED)
+    probs_BxKxGxTxS = jax.nn.softmax(scores_BxKxGxTxS, axis=-1).astype(v_BxSxKxE.dtype)
+    out_BxTxKxGxE = jnp.einsum("bkgts,bske->btkge", probs_BxKxGxTxS, v_BxSxKxE)
+    return out_BxTxKxGxE.reshape(b, t, h, e)
+
+
+def _linear(x: jax.Array, w: jax.Array, b: jax.Array | None) -> jax.Array:
+    y = x @ w
+    return y if b is None else y + b
+
+
+def _qkv(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array, cos_BxTxE: jax.Array,
+         sin_BxTxE: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Normalise the residual stream and project to rotated queries, rotated keys and values."""
+    b, t, _ = x_BxTxD.shape
+    e = cfg.head_dim
+    h_BxTxD = rms_norm(x_BxTxD, layer["attn_norm"], cfg.rms_norm_eps)
+    q_BxTxHxE = _linear(h_BxTxD, layer["wq"], layer.get("bq")).reshape(b, t, cfg.num_heads, e)
+    k_BxTxKxE = _linear(h_BxTxD, layer["wk"], layer.get("bk")).reshape(b, t, cfg.num_kv_heads, e)
+    v_BxTxKxE = _linear(h_BxTxD, layer["wv"], layer.get("bv")).reshape(b, t, cfg.num_kv_heads, e)
+    if cfg.qk_norm:
+        q_BxTxHxE = rms_norm(q_BxTxHxE, layer["q_norm"], cfg.rms_norm_eps)
+        k_BxTxKxE = rms_norm(k_BxTxKxE, layer["k_norm"], cfg.rms_norm_eps)
+    return (apply_rope(q_BxTxHxE, cos_BxTxE, sin_BxTxE), apply_rope(k_BxTxKxE, cos_BxTxE, sin_BxTxE),
+            v_BxTxKxE)
+
+
+def _attn_out_and_mlp(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array,
+                      attn_BxTxHxE: jax.Array) -> jax.Array:
+    """Residual add of the attention output, then the SwiGLU MLP block."""
+    b, t, _ = x_BxTxD.shape
+    x_BxTxD = x_BxTxD + _linear(attn_BxTxHxE.reshape(b, t, -1), layer["wo"], layer.get("bo"))
+    h_BxTxD = rms_norm(x_BxTxD, layer["mlp_norm"], cfg.rms_norm_eps)
+    gate_BxTxF = _linear(h_BxTxD, layer["w_gate"], layer.get("b_gate"))
+    up_BxTxF = _linear(h_BxTxD, layer["w_up"], layer.get("b_up"))
+    return x_BxTxD + _linear(jax.nn.silu(gate_BxTxF) * up_BxTxF, layer["w_down"], layer.get("b_down"))
+
+
+def _embed(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array) -> jax.Array:
+    return jnp.take(params["embed"], tokens_BxT, axis=0).astype(cfg.dtype)
+
+
+def _logits(params: Params, cfg: ModelConfig, x_BxTxD: jax.Array) -> jax.Array:
+    h_BxTxD = rms_norm(x_BxTxD, params["final_norm"], cfg.rms_norm_eps)
+    if cfg.tie_word_embeddings:
+        return jnp.einsum("btd,vd->btv", h_BxTxD, params["embed"], preferred_element_type=jnp.float32)
+    return jnp.einsum("btd,dv->btv", h_BxTxD, params["unembed"], preferred_element_type=jnp.float32)
+
+
+def _check_tokens(tokens_BxT: jax.Array) -> None:
+    if tokens_BxT.ndim != 2:
+        raise CatsimError(f"tokens must be a B x T array of ids, got shape {tokens_BxT.shape}")
+
+
+def default_positions(mask_BxT: jax.Array) -> jax.Array:
+    """Position ids that skip padding: position of a real token = number of real tokens before it."""
+    return jnp.maximum(jnp.cumsum(mask_BxT.astype(jnp.int32), axis=1) - 1, 0)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "activation_sharding"))
+def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
+            positions_BxT: jax.Array | None = None, mask_BxT: jax.Array | None = None,
+            *, activation_sharding: Any = None) -> jax.Array:
+    """Causal language-model logits, float32 B x T x V.
+
+    tokens_BxT: int token ids. mask_BxT: 1 for real tokens, 0 for padding (padding may sit
+    anywhere, e.g. on the left of prompts); padded keys are never attended to and logits at padded
+    queries are meaningless. positions_BxT: RoPE positions; default counts real tokens only
+    (`default_positions`). activation_sharding: optional `NamedSharding` for the B x T x D residual
+    stream (see `catsim.llm.sharding`).
+    """
+    _check_tokens(tokens_BxT)
+    b, t = tokens_BxT.shape
+    mask_BxT = jnp.ones((b, t), bool) if mask_BxT is None else mask_BxT.astype(bool)
+    if positions_BxT is None:
+        positions_BxT = default_positions(mask_BxT)
+    cos_BxTxE, sin_BxTxE = rope_tables(cfg, positions_BxT)
+    causal_TxT = jnp.tril(jnp.ones((t, t), bool))
+    allowed_BxTxT = causal_TxT[None] & mask_BxT[:, None, :]
+
+    def constrain(x):
+        return x if activation_sharding is None else jax.lax.with_sharding_constraint(
+            x, activation_sharding)
+
+    def block(x_BxTxD, layer):
+        q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
+        attn_BxTxHxE = attention(q_BxTxHxE, k_BxTxKxE, v_BxTxKxE, allowed_BxTxT)
+        return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE)), None
+
+    if cfg.remat:
+        block = jax.checkpoint(block)
+    x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
+    x_BxTxD, _ = jax.lax.scan(block, x_BxTxD, params["layers"])
+    return _logits(params, cfg, x_BxTxD)
+
+
+class KVCache(NamedTuple):
+    """Keys/values of all layers for S cache slots, filled left to right.
+
+    k_LxBxSxKxE, v_LxBxSxKxE: rotated keys and values. valid_BxS: slot holds a real (non-padding)
+    token. index: int32 scalar, the next slot to write (slots >= index are empty).
+    """
+
+    k_LxBxSxKxE: jax.Array
+    v_LxBxSxKxE: jax.Array
+    valid_BxS: jax.Array
+    index: jax.Array
+
+
+def init_cache(cfg: ModelConfig, batch: int, max_len: int) -> KVCache:
+    """An empty cache for `batch` sequences of at most `max_len` tokens (prompt + generation)."""
+    shape = (cfg.num_layers, batch, max_len, cfg.num_kv_heads, cfg.head_dim)
+    return KVCache(jnp.zeros(shape, cfg.dtype), jnp.zeros(shape, cfg.dtype),
+                   jnp.zeros((batch, max_len), bool), jnp.zeros((), jnp.int32))
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "last_only", "activation_sharding"))
+def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, positions_BxT: jax.Array,
+                   mask_BxT: jax.Array, cache: KVCache, *, last_only: bool = False,
+                   activation_sharding: Any = None) -> tuple[jax.Array, KVCache]:
+    """Run T new tokens per sequence against the cache; write their keys/values into slots
+    [cache.index, cache.index + T). Use it for the prefill (T = prompt length) and for each decode
+    step (T = 1). Query slot i attends to filled, valid slots <= i.
+
+    Returns (logits float32, B x T x V — or B x 1 x V for the last position when `last_only`;
+    the updated cache). The caller must keep cache.index + T <= S.
+    """
+    _check_tokens(tokens_BxT)
+    b, t = tokens_BxT.shape
+    s = cache.valid_BxS.shape[1]
+    start = cache.index
+    valid_BxS = jax.lax.dynamic_update_slice(cache.valid_BxS, mask_BxT.astype(bool), (0, start))
+    query_slot_T = start + jnp.arange(t)
+    allowed_BxTxS = (jnp.arange(s)[None, :] <= query_slot_T[:, None])[None] & valid_BxS[:, None, :]
+    cos_BxTxE, sin_BxTxE = rope_tables(cfg, positions_BxT)
+
+    def constrain(x):
+        return x if activation_sharding is None else jax.lax.with_sharding_constraint(
+            x, activation_sharding)
+
+    # The whole cache rides in the scan carry and each layer writes its new keys/values in place
+    # (dynamic_update_slice on a loop carry), so a decode step reads the cache once and copies
+    # nothing else.
+    def block(carry, layer_and_index):
+        x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = carry
+        layer, i = layer_and_index
+        q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
+        k_LxBxSxKxE = jax.lax.dynamic_update_slice(
+            k_LxBxSxKxE, k_BxTxKxE.astype(k_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
+        v_LxBxSxKxE = jax.lax.dynamic_update_slice(
+            v_LxBxSxKxE, v_BxTxKxE.astype(v_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
+        attn_BxTxHxE = attention(q_BxTxHxE, k_LxBxSxKxE[i], v_LxBxSxKxE[i], allowed_BxTxS)
+        x_BxTxD = constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
+        return (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), None
+
+    x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
+    (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), _ = jax.lax.scan(
+        block, (x_BxTxD, cache.k_LxBxSxKxE, cache.v_LxBxSxKxE),
+        (params["layers"], jnp.arange(cfg.num_layers)))
+    if last_only:
+        x_BxTxD = x_BxTxD[:, -1:]
+    logits = _logits(params, cfg, x_BxTxD)
+    return logits, KVCache(k_LxBxSxKxE, v_LxBxSxKxE, valid_BxS, start + t)
+
+
+def cast_params(params: Params, dtype: str) -> Params:
+    """All parameters cast to `dtype` ("float32" or "bfloat16")."""
+    return jax.tree.map(lambda p: p.astype(dtype), params)

@@ -1,0 +1,329 @@
+"""The LLM pipeline: warm-up (or a given base model) → RL for methods × group sizes × seeds →
+evaluation → a report directory (markdown table, pass@k curves, training dynamics, theory overlay).
+
+    report = run_pipeline("runs/pipeline", quick=True)          # what `catsim reproduce` runs
+    report = run_pipeline("runs/pipeline")                      # the CPU default (< 30 min target)
+
+Run specs are "method:N" with method grpo, dapo, cispo, dr_grpo, their focal variants
+f-grpo, f-dapo, f-cispo, f-dr_grpo (γ = `gamma`), or grpo-lowlr (GRPO at lr·m_γ, App. N).
+Compute is matched across group sizes: every step samples `rollouts_per_step` rollouts, i.e.
+rollouts_per_step / N prompts (at least one).
+
+Files: <out>/<task>/base (warm-up model), <out>/<task>/<run label>-s<seed>/ (RL runs),
+<out>/results.json, <out>/report.md, <out>/passk_curves.png, <out>/training_dynamics.png,
+<out>/theory_overlay.png.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.llm import evaluate as ev
+from catsim.llm import metrics
+from catsim.llm.rl import RLConfig, read_log, run_rl
+
+
+@dataclass(frozen=True)
+class TaskSetup:
+    """One task of the pipeline and the sizes used for it."""
+
+    name: str  # "paths", "maze" or "math"
+    options: dict = field(default_factory=dict)  # task config fields (catsim.llm.tasks.make_task)
+    max_new_tokens: int = 0  # completion cap; 0 = the task's longest answer + 1
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Everything the pipeline varies (CPU defaults; `quick()` is the few-minute version)."""
+
+    tasks: tuple = (TaskSetup("paths", {"height": 4, "width": 4, "min_answers": 3, "max_answers": 6,
+                                        "zipf_exponent": 1.5}),
+                    TaskSetup("maze", {"size": 7}))  # the small Maze and the many-solution task
+    runs: tuple = ("grpo:8", "f-grpo:8", "grpo:2", "grpo:32")  # "method:N" specs
+    gamma: float = 0.5  # γ of the f- methods and of the grpo-lowlr control (paper: 0.5)
+    seeds: tuple = (0, 1)  # RL seeds per run spec
+    rl_steps: int = 40  # RL steps per run
+    rollouts_per_step: int = 64  # rollouts per step (compute-matched across N)
+    updates_per_step: int = 2  # mini-batches per step (paper: 256/64 = 4)
+    learning_rate: float = 3e-4  # RL lr (constant after warm-up)
+    warmup_steps: int = 2  # RL lr warm-up steps
+    sft_steps: int = 300  # warm-up steps (catsim.llm.sft)
+    sft_batch: int = 32  # warm-up batch size
+    sft_lr: float = 2e-3  # warm-up peak lr
+    model_hidden: int = 64  # warm-up model width
+    model_layers: int = 2  # warm-up model depth
+    model_heads: int = 4  # warm-up model heads
+    eval_prompts: int = 64  # held-out prompts scored
+    eval_n: int = 64  # samples per held-out prompt (pass@k for k ≤ eval_n)
+    ks: tuple = (1, 2, 4, 8, 16, 32, 64)  # k values reported
+    rare_prompts: int = 64  # train prompts sampled for the ΔNLL_rare set
+    rare_n: int = 64  # base samples per prompt for the ΔNLL_rare set
+    rare_quantile: float = 0.01  # "rare" = top 1% by base NLL (paper App. M.2)
+    test_m: int = 16  # m of the paired m-out-of-n test (paper: 256 of 1024)
+    test_iterations: int = 20_000  # subsampling iterations (paper: 50k)
+    data_seed: int = 0  # task split seed
+
+    @staticmethod
+    def quick() -> PipelineConfig:
+        """A few-minute version: one tiny paths task, GRPO vs F-GRPO at N=4, one seed."""
+        return PipelineConfig(
+            tasks=(TaskSetup("paths", {"height": 3, "width": 3, "min_answers": 2, "max_answers": 6,
+                                       "obstacle_density": 0.1, "n_heldout": 16}),),
+            runs=("grpo:4", "f-grpo:4"), seeds=(0,), rl_steps=4, rollouts_per_step=16, updates_per_step=2,
+            sft_steps=60, sft_batch=16, model_hidden=32, model_layers=2, model_heads=2,
+            eval_prompts=16, eval_n=16, ks=(1, 4, 16), rare_prompts=16, rare_n=16, test_m=8,
+            test_iterations=2000)
+
+
+def parse_run(spec: str, gamma: float) -> tuple[str, dict]:
+    """"f-grpo:8" -> ("F-GRPO N=8", RLConfig fields)."""
+    try:
+        name, n = spec.split(":")
+        n = int(n)
+    except ValueError:
+        raise CatsimError(f"run spec {spec!r} must look like method:N, e.g. f-grpo:8") from None
+    name = name.strip().lower().replace("drgrpo", "dr_grpo").replace("dr-grpo", "dr_grpo")
+    fields: dict = {"group_size": n}
+    if name.endswith("-lowlr"):
+        fields.update(method=name[: -len("-lowlr")], low_lr_gamma=gamma)
+    elif name.startswith("f-"):
+        fields.update(method=name[2:], gamma=gamma)
+    else:
+        fields.update(method=name)
+    from catsim.llm.rl import METHODS
+
+    if fields["method"] not in METHODS:
+        raise CatsimError(f"run spec {spec!r}: unknown method {fields['method']!r}")
+    if n < 1:
+        raise CatsimError(f"run spec {spec!r}: N must be >= 1")
+    return name, fields
+
+
+def _rl_config(pc: PipelineConfig, fields: dict, seed: int, max_new: int) -> RLConfig:
+    n = fields["group_size"]
+    prompts = max(1, pc.rollouts_per_step // n)
+    rollouts = prompts * n
+    updates = pc.updates_per_step if rollouts % pc.updates_per_step == 0 else 1
+    return RLConfig(**fields, steps=pc.rl_steps, prompts_per_step=prompts, mini_batch_size=rollouts // updates,
+                    learning_rate=pc.learning_rate, warmup_steps=pc.warmup_steps, max_new_tokens=max_new,
+                    seed=seed, data_seed=pc.data_seed, snapshot_every=max(1, pc.rl_steps // 2))
+
+
+def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool) -> Path:
+    try:
+        from catsim.llm.sft import ModelSize, SFTConfig, run_sft
+    except ImportError:
+        raise CatsimError("the warm-up needs catsim.llm.sft (catsim llm sft); pass a base model instead "
+                          "(--base-model TASK=DIR)") from None
+    if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
+        return out
+    cfg = SFTConfig(steps=pc.sft_steps, batch_size=pc.sft_batch, learning_rate=pc.sft_lr,
+                    warmup_steps=min(20, pc.sft_steps // 10), data_seed=pc.data_seed)
+    size = ModelSize(hidden_size=pc.model_hidden, num_layers=pc.model_layers, num_heads=pc.model_heads)
+    run_sft(task, cfg, size, out, eval_prompts=0, progress=progress)
+    return out
+
+
+def _summ(values) -> dict:
+    v = np.asarray([x for x in values if x is not None], np.float64)
+    if v.size == 0:
+        return {"mean": None, "min": None, "max": None, "sd": None}
+    return {"mean": float(v.mean()), "min": float(v.min()), "max": float(v.max()),
+            "sd": float(v.std(ddof=1)) if v.size > 1 else 0.0}
+
+
+def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineConfig | None = None,
+                 base_models: dict | None = None, progress: bool = True) -> Path:
+    """Run everything and write the report; returns the path of report.md.
+
+    base_models: {task name: Hugging Face model dir with catsim_task.json} to skip the warm-up.
+    Finished RL runs are reused (and interrupted ones resumed) when the command is rerun.
+    """
+    from catsim.llm.tasks import make_task
+
+    pc = config or (PipelineConfig.quick() if quick else PipelineConfig())
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base_models = dict(base_models or {})
+    t0 = time.perf_counter()
+    results: dict = {"config": json.loads(json.dumps(dataclasses.asdict(pc), default=str)), "tasks": {}}
+    specs = [parse_run(s, pc.gamma) for s in pc.runs]
+    for setup in pc.tasks:
+        task_dir = out / setup.name
+        if setup.name in base_models:
+            base_dir = Path(base_models[setup.name])
+            spec = ev_task_spec(base_dir)
+            task = make_task(spec["task"], **spec.get("config", {}))
+        else:
+            task = make_task(setup.name, **setup.options)
+            base_dir = _warm_up(task, pc, task_dir / "base", progress)
+            spec = ev_task_spec(base_dir)
+        max_new = setup.max_new_tokens or int(getattr(task, "max_answer_chars", 63)) + 1
+        base = ev.load_policy(base_dir)
+        prompts = ev.eval_prompts(task, "heldout", pc.data_seed, pc.eval_prompts)
+        eval_kw = dict(n=pc.eval_n, ks=pc.ks, n_prompts=pc.eval_prompts, data_seed=pc.data_seed,
+                       max_new_tokens=max_new, seed=12345)
+        base_eval = ev.evaluate_passk(base, task, **eval_kw)
+        try:
+            rare = ev.rare_correct_set(base, task, n_prompts=pc.rare_prompts, n=pc.rare_n,
+                                       rare_quantile=pc.rare_quantile, data_seed=pc.data_seed,
+                                       max_new_tokens=max_new)
+        except CatsimError:
+            rare = None
+        enumerable = task.correct_answers(prompts[0]) is not None
+        base_mass = ev.answer_mass_table(base, task, prompts) if enumerable else None
+        task_res: dict = {"base_model": str(base_dir), "base": base_eval, "runs": {},
+                          "rare_set": None if rare is None else {"size": int(rare.base_nll.size),
+                                                                 "from_correct": rare.num_correct,
+                                                                 "base_nll_threshold": rare.threshold}}
+        if base_mass is not None:
+            task_res["base_qpos"] = float(np.mean([m.sum() for m in base_mass]))
+        for name, fields in specs:
+            for seed in pc.seeds:
+                cfg = _rl_config(pc, fields, seed, max_new)
+                label = cfg.label()
+                run_dir = task_dir / f"{name.replace(':', '_')}-N{cfg.group_size}-s{seed}"
+                result = run_rl(base_dir, run_dir, cfg, task_spec=spec, progress=progress,
+                                label=f"{setup.name} {label} s{seed}")
+                trained = ev.load_policy(Path(result.out_dir) / "model")
+                final_eval = ev.evaluate_passk(trained, task, **eval_kw)
+                snaps = [s for s in sorted((run_dir / "checkpoints").glob("step_*"))
+                         if s.name != f"step_{cfg.steps:06d}"]
+                mid_counts = [ev.evaluate_passk(ev.load_policy(s), task, **eval_kw)["num_correct"] for s in snaps]
+                ledger = ev.forgetting_ledger(["base"] + [s.name for s in snaps] + ["final"],
+                                              [base_eval["num_correct"], *mid_counts, final_eval["num_correct"]])
+                entry = {"label": label, "spec": name, "seed": seed, "group_size": cfg.group_size,
+                         "run_dir": str(run_dir), "eval": final_eval, "ledger": ledger,
+                         "delta_nll_rare": None if rare is None else ev.delta_nll_rare(trained, rare)}
+                if base_mass is not None:
+                    entry["answer_mass"] = ev.retained_mass(base_mass, ev.answer_mass_table(trained, task, prompts))
+                task_res["runs"][f"{name}:{cfg.group_size}:s{seed}"] = entry
+        task_res["tests"] = _paired_tests(task_res, pc)
+        results["tasks"][setup.name] = task_res
+        (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    results["seconds"] = time.perf_counter() - t0
+    (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    from catsim.plots.llm_rl import plot_passk_curves, plot_theory_overlay, plot_training_dynamics
+
+    plot_passk_curves(results, out / "passk_curves.png")
+    plot_training_dynamics(results, out / "training_dynamics.png")
+    plot_theory_overlay(results, out / "theory_overlay.png")
+    report = out / "report.md"
+    report.write_text(render_report(results))
+    return report
+
+
+def ev_task_spec(base_dir: Path) -> dict:
+    from catsim.llm.rl import load_task_spec
+
+    return load_task_spec(base_dir)
+
+
+def _paired_tests(task_res: dict, pc: PipelineConfig) -> list:
+    """F-method vs its plain method at the same N and seed: paired m-out-of-n test at k = 1 and k = m."""
+    runs = task_res["runs"]
+    tests = []
+    for key, entry in runs.items():
+        spec, n, seed = key.split(":")
+        if not spec.startswith("f-"):
+            continue
+        other = runs.get(f"{spec[2:]}:{n}:{seed}")
+        if other is None:
+            continue
+        m = min(pc.test_m, pc.eval_n)
+        for k in sorted({1, m}):
+            res = metrics.paired_subsample_test(pc.eval_n, other["eval"]["num_correct"], entry["eval"]["num_correct"],
+                                                k=k, m=m, iterations=pc.test_iterations, seed=entry["seed"])
+            tests.append({"a": other["label"], "b": entry["label"], "seed": entry["seed"], **res})
+    return tests
+
+
+def _fmt(x, digits=3):
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def _at(table: dict, k: int):
+    """table[k] whether the keys are ints (in memory) or strings (read back from results.json)."""
+    return table[k] if k in table else table[str(k)]
+
+
+def _base_cell(b: dict, k: int) -> str:
+    lo, hi = _at(b["interval"], k)
+    return f"{_at(b['pass_at_k'], k):.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def _seed_cell(values, digits: int = 3) -> str:
+    """mean over seeds, with [min – max] when there are several."""
+    s = _summ(values)
+    if s["mean"] is None:
+        return "–"
+    if len([v for v in values if v is not None]) == 1:
+        return _fmt(s["mean"], digits)
+    return f"{s['mean']:.{digits}f} [{s['min']:.{digits}f} – {s['max']:.{digits}f}]"
+
+
+def render_report(results: dict) -> str:
+    """The markdown report: one table per task (mean over seeds, [min, max] across seeds)."""
+    pc = results["config"]
+    lines = ["# catsim LLM pipeline report", "",
+             f"Runs: {', '.join(pc['runs'])}; γ = {pc['gamma']}; seeds {pc['seeds']}; {pc['rl_steps']} RL steps of "
+             f"{pc['rollouts_per_step']} rollouts; evaluation: {pc['eval_prompts']} held-out prompts × "
+             f"{pc['eval_n']} samples (unbiased pass@k)."
+             + (f" Total time {results['seconds']:.0f} s." if "seconds" in results else ""), "",
+             "Cells: mean over seeds [min – max across seeds]; base row: one evaluation with a 95% bootstrap "
+             "interval over prompts. ΔNLL_rare: NLL increase of the base model's rare correct samples "
+             "(App. M.2). Kept: share of enumerated correct answers whose probability did not fall; Mret: "
+             "mass-weighted retention. Forgotten: held-out prompts solved by the base (or mid-run) model and "
+             "unsolved at the end.", ""]
+    for tname, tr in results["tasks"].items():
+        ks = tr["base"]["ks"]
+        kmax = ks[-1]
+        lines += [f"## {tname}", "", f"Base model: `{tr['base_model']}`"]
+        if tr.get("rare_set"):
+            rs = tr["rare_set"]
+            lines.append(f"Rare set: {rs['size']} of {rs['from_correct']} correct base samples "
+                         f"(base NLL ≥ {rs['base_nll_threshold']:.3f}).")
+        lines += ["", f"| run | pass@1 | pass@{ks[len(ks) // 2]} | pass@{kmax} | ΔNLL_rare | kept | Mret | forgotten |",
+                  "|---|---|---|---|---|---|---|---|"]
+        b = tr["base"]
+        kmid = ks[len(ks) // 2]
+        lines.append(f"| base | {_base_cell(b, 1)} | {_base_cell(b, kmid)} | {_base_cell(b, kmax)} | 0 | 1 | 1 | – |")
+        groups: dict = {}
+        for entry in tr["runs"].values():
+            groups.setdefault(entry["label"], []).append(entry)
+        for label, entries in groups.items():
+            row = [label,
+                   _seed_cell([_at(e["eval"]["pass_at_k"], 1) for e in entries]),
+                   _seed_cell([_at(e["eval"]["pass_at_k"], kmid) for e in entries]),
+                   _seed_cell([_at(e["eval"]["pass_at_k"], kmax) for e in entries]),
+                   _seed_cell([e["delta_nll_rare"] for e in entries]),
+                   _seed_cell([e.get("answer_mass", {}).get("kept_fraction") for e in entries]),
+                   _seed_cell([e.get("answer_mass", {}).get("mret") for e in entries]),
+                   _seed_cell([e["ledger"]["forgotten"] for e in entries], 1)]
+            lines.append("| " + " | ".join(row) + " |")
+        if tr.get("tests"):
+            lines += ["", "Paired m-out-of-n tests (B − A, mean pass@k):", "",
+                      "| A | B | seed | k | m of n | Δ | 95% interval | p |", "|---|---|---|---|---|---|---|---|"]
+            for t in tr["tests"]:
+                lines.append(f"| {t['a']} | {t['b']} | {t['seed']} | {t['k']} | {t['m']} of {t['n']} | "
+                             f"{t['delta']:+.3f} | [{t['interval'][0]:+.3f}, {t['interval'][1]:+.3f}] | "
+                             f"{t['p_value']:.3f} |")
+        lines.append("")
+    lines += ["Figures: `passk_curves.png`, `training_dynamics.png`, `theory_overlay.png`.", ""]
+    return "\n".join(lines)
+
+
+def training_logs(results: dict) -> dict:
+    """{task: {label: [per-seed list of log records]}} read back from the run directories."""
+    out: dict = {}
+    for tname, tr in results["tasks"].items():
+        for entry in tr["runs"].values():
+            out.setdefault(tname, {}).setdefault(entry["label"], []).append(read_log(entry["run_dir"]))
+    return out

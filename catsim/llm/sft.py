@@ -1,0 +1,446 @@
+"""Supervised warm-up from scratch on a built-in task (the paper's Maze SFT, §5.2 / App. K).
+
+A small Llama-style model (catsim.llm.model) is trained with optax AdamW on (prompt, target) pairs
+drawn from the task's train split: the loss is the token-mean cross-entropy of the target tokens
+(answer + <eos>); prompt tokens are masked out of the loss. Paper reference: 1,500 steps, batch 32,
+AdamW 5e-4, a ~3M-parameter model on 17×17 mazes; the defaults here are a CPU-sized version.
+
+Output directory (`run_sft(..., out_dir)`):
+    config.json, model.safetensors, tokenizer.json, tokenizer_config.json   Hugging Face model dir
+    catsim_task.json      the task name and config (so sampling / RL rebuild the same task)
+    sft_config.json       the SFT and model settings of the run
+    train_state.safetensors   params + optimizer state + step (resumable; rewritten atomically)
+    train_log.jsonl       one line per step: step, loss, token accuracy, lr, grad norm, seconds
+    loss.png              the loss curve
+    eval.json             held-out pass rates (greedy and sampled) at the end
+
+Determinism: the batch of step t is a pure function of (seed, t), and initialisation of `seed`, so
+a run stopped after k steps and resumed ends with the same parameters as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from catsim.errors import CatsimError
+from catsim.llm.config import ModelConfig
+from catsim.llm.model import Params, forward, init_params
+from catsim.llm.tasks.base import Task
+from catsim.llm.tasks.char_tokenizer import (
+    BOS,
+    BOS_ID,
+    EOS,
+    EOS_ID,
+    PAD,
+    PAD_ID,
+    build_char_tokenizer,
+)
+from catsim.llm.tasks.sampling import encode_answer, encode_prompt
+
+STATE_FILE = "train_state.safetensors"
+LOG_FILE = "train_log.jsonl"
+TASK_FILE = "catsim_task.json"
+SCHEDULES = ("cosine", "constant")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Supervised warm-up settings."""
+
+    steps: int = 300  # optimizer steps (paper: 1,500)
+    batch_size: int = 32  # sequences per step (paper: 32)
+    learning_rate: float = 1e-3  # peak AdamW learning rate (paper: 5e-4)
+    warmup_steps: int = 20  # linear warm-up from 0 to the peak
+    lr_schedule: str = "cosine"  # after warm-up: "cosine" (decay to 10% of peak) or "constant"
+    weight_decay: float = 0.01  # AdamW decoupled weight decay on matrices (not norms, not biases)
+    grad_clip: float = 1.0  # global gradient-norm clip
+    seed: int = 0  # parameter initialisation and batch order
+    data_seed: int = 0  # the task's split seed: training uses its train split only
+    save_every: int = 25  # write the training state every this many steps (and at the end)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "save_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise CatsimError(f"sft {name} must be a positive integer, got {value!r}")
+        if not (self.learning_rate > 0 and np.isfinite(self.learning_rate)):
+            raise CatsimError(f"learning rate must be positive, got {self.learning_rate}")
+        if self.warmup_steps < 0 or self.weight_decay < 0 or not self.grad_clip > 0:
+            raise CatsimError("warmup_steps and weight_decay must be >= 0 and grad_clip > 0")
+        if self.lr_schedule not in SCHEDULES:
+            raise CatsimError(f"lr schedule must be one of {SCHEDULES}, got {self.lr_schedule!r}")
+        if self.seed < 0 or self.data_seed < 0:
+            raise CatsimError("seeds must be non-negative")
+
+
+@dataclass(frozen=True)
+class ModelSize:
+    """Shape of the Llama-style model trained from scratch."""
+
+    hidden_size: int = 64  # D (paper's ~3M-parameter model: about D = 256, 4 layers)
+    num_layers: int = 3  # L transformer blocks
+    num_heads: int = 4  # H attention heads (no grouping: K = H)
+    intermediate_size: int = 0  # SwiGLU width F; 0 means 4·D
+    max_position_embeddings: int = 1024  # longest sequence the config.json claims
+
+    def model_config(self, vocab_size: int) -> ModelConfig:
+        if self.hidden_size % self.num_heads or (self.hidden_size // self.num_heads) % 2:
+            raise CatsimError(
+                f"hidden size {self.hidden_size} must split into {self.num_heads} heads of even width")
+        return ModelConfig(
+            vocab_size=vocab_size,
+            hidden_size=self.hidden_size,
+            intermediate_size=self.intermediate_size or 4 * self.hidden_size,
+            num_layers=self.num_layers,
+            num_heads=self.num_heads,
+            num_kv_heads=self.num_heads,
+            head_dim=self.hidden_size // self.num_heads,
+            rms_norm_eps=1e-6,
+            max_position_embeddings=self.max_position_embeddings,
+            architecture="LlamaForCausalLM",
+            bos_token_id=BOS_ID,
+            eos_token_ids=(EOS_ID,),
+            pad_token_id=PAD_ID,
+        )
+
+
+class TrainState(NamedTuple):
+    """Everything a resumed run needs: the step count, parameters and optimizer state."""
+
+    step: jax.Array  # int32 scalar: optimizer steps taken
+    params: Params
+    opt_state: Any
+
+
+class Batch(NamedTuple):
+    tokens_BxT: jax.Array  # int32 ids: <bos> prompt answer <eos> <pad>...
+    real_BxT: jax.Array  # bool: not padding
+    target_BxT: jax.Array  # bool: token is part of the supervised target (answer or <eos>)
+
+
+# ----------------------------------------------------------------------------- data
+def task_tokenizer(task: Task):
+    """The character tokenizer of a built-in task, wrapped as a catsim `Tokenizer` for saving."""
+    from catsim.llm.tokenizer import Tokenizer
+
+    if task.alphabet is None:
+        raise CatsimError(f"task {task.name!r} has no fixed alphabet; SFT from scratch supports maze and paths")
+    return Tokenizer(backend=build_char_tokenizer(task.alphabet), bos_token=BOS, eos_token=EOS,
+                     pad_token=PAD, add_bos_token=True)
+
+
+def make_batch(task: Task, tokenizer, cfg: SFTConfig, step: int, pad_to: int = 32) -> Batch:
+    """The training batch of step `step`: a pure function of (cfg.seed, step, task, data_seed).
+
+    Rows are right-padded to a multiple of `pad_to` so few shapes are compiled.
+    """
+    rng = np.random.default_rng([cfg.seed, 0x5F7, step])
+    n_train = task.num_prompts("train")
+    rows = []
+    for index in rng.integers(0, n_train, size=cfg.batch_size):
+        prompt = task.prompt("train", cfg.data_seed, int(index))
+        target = task.sft_target(prompt, rng)
+        p, a = encode_prompt(tokenizer, prompt.text), encode_answer(tokenizer, target) + [EOS_ID]
+        rows.append((p, a))
+    width = -(-max(len(p) + len(a) for p, a in rows) // pad_to) * pad_to
+    tokens = np.full((cfg.batch_size, width), PAD_ID, np.int32)
+    real = np.zeros((cfg.batch_size, width), bool)
+    target = np.zeros((cfg.batch_size, width), bool)
+    for i, (p, a) in enumerate(rows):
+        tokens[i, : len(p) + len(a)] = p + a
+        real[i, : len(p) + len(a)] = True
+        target[i, len(p) : len(p) + len(a)] = True
+    return Batch(jnp.asarray(tokens), jnp.asarray(real), jnp.asarray(target))
+
+
+# ----------------------------------------------------------------------------- loss and step
+def sft_loss(params: Params, model_cfg: ModelConfig, batch: Batch) -> tuple[jax.Array, jax.Array]:
+    """(token-mean cross-entropy over target tokens, token accuracy). Prompt tokens carry no loss.
+
+    Logits at position t predict token t+1, so the target mask is shifted by one.
+    """
+    logits_BxTxV = forward(params, model_cfg, batch.tokens_BxT, mask_BxT=batch.real_BxT)
+    logp_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32))
+    next_BxT = batch.tokens_BxT[:, 1:]
+    nll_BxT = -jnp.take_along_axis(logp_BxTxV, next_BxT[..., None], axis=-1)[..., 0]
+    weight_BxT = batch.target_BxT[:, 1:].astype(jnp.float32)
+    count = jnp.maximum(jnp.sum(weight_BxT), 1.0)
+    correct_BxT = (jnp.argmax(logp_BxTxV, axis=-1) == next_BxT).astype(jnp.float32)
+    return jnp.sum(nll_BxT * weight_BxT) / count, jnp.sum(correct_BxT * weight_BxT) / count
+
+
+def learning_rate_schedule(cfg: SFTConfig) -> optax.Schedule:
+    warm = max(cfg.warmup_steps, 0)
+    if cfg.lr_schedule == "constant":
+        rest = optax.constant_schedule(cfg.learning_rate)
+    else:
+        rest = optax.cosine_decay_schedule(cfg.learning_rate, max(cfg.steps - warm, 1), alpha=0.1)
+    if warm == 0:
+        return rest
+    return optax.join_schedules([optax.linear_schedule(0.0, cfg.learning_rate, warm), rest], [warm])
+
+
+def _decay_mask(params: Params) -> Params:
+    return jax.tree.map(lambda p: p.ndim >= 2, params)  # matrices decay; norms and biases do not
+
+
+def make_optimizer(grad_clip: float, weight_decay: float, learning_rate: float | jax.Array):
+    """Global-norm clipping, then AdamW (0.9, 0.999) with decoupled decay on matrices only.
+
+    Written as optax defines `adamw` (scale_by_adam → add_decayed_weights → scale by −lr) so the
+    learning rate can be a traced scalar: the compiled step does not depend on the schedule.
+    """
+    return optax.chain(
+        optax.clip_by_global_norm(grad_clip),
+        optax.scale_by_adam(b1=0.9, b2=0.999, eps=1e-8),
+        optax.add_decayed_weights(weight_decay, mask=_decay_mask),
+        optax.scale_by_learning_rate(learning_rate),
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("model_cfg", "grad_clip", "weight_decay"),
+                   donate_argnums=0)
+def train_step(state: TrainState, batch: Batch, learning_rate: jax.Array, *, model_cfg: ModelConfig,
+               grad_clip: float, weight_decay: float) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One AdamW step on the SFT loss: a pure function of (state, batch, lr). Only the model shape
+    and the optimizer constants are static, so runs that differ in steps, lr or seed share one
+    compiled program."""
+    optimizer = make_optimizer(grad_clip, weight_decay, learning_rate)
+    (loss, acc), grads = jax.value_and_grad(sft_loss, has_aux=True)(state.params, model_cfg, batch)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    metrics = {"loss": loss, "token_accuracy": acc, "grad_norm": optax.tree.norm(grads)}
+    return TrainState(state.step + 1, params, opt_state), metrics
+
+
+@functools.partial(jax.jit, static_argnames=("model_cfg", "grad_clip", "weight_decay"))
+def _init_state(key: jax.Array, *, model_cfg: ModelConfig, grad_clip: float,
+                weight_decay: float) -> TrainState:
+    params = init_params(model_cfg, key)
+    opt_state = make_optimizer(grad_clip, weight_decay, 0.0).init(params)
+    return TrainState(jnp.zeros((), jnp.int32), params, opt_state)
+
+
+def init_state(model_cfg: ModelConfig, cfg: SFTConfig) -> TrainState:
+    """Step 0: parameters from `cfg.seed` and a fresh optimizer state."""
+    return _init_state(jax.random.key(cfg.seed), model_cfg=model_cfg, grad_clip=cfg.grad_clip,
+                       weight_decay=cfg.weight_decay)
+
+
+def step_fn(model_cfg: ModelConfig, cfg: SFTConfig):
+    """`(state, batch) -> (state, metrics)` for run `cfg`: the jitted step at the scheduled lr."""
+    schedule = learning_rate_schedule(cfg)
+
+    def step(state: TrainState, batch: Batch):
+        lr = jnp.asarray(schedule(int(state.step)), jnp.float32)
+        return train_step(state, batch, lr, model_cfg=model_cfg, grad_clip=cfg.grad_clip,
+                          weight_decay=cfg.weight_decay)
+
+    return step
+
+
+# ----------------------------------------------------------------------------- training state on disk
+def save_state(path: Path, state: TrainState, fingerprint: str) -> None:
+    """Write the state atomically (temp file + rename): a kill leaves the previous state intact."""
+    from safetensors.numpy import save_file
+
+    leaves = jax.tree.leaves(jax.device_get(state))
+    tensors = {f"leaf_{i:05d}": np.array(x, order="C") for i, x in enumerate(leaves)}  # keeps 0-d shapes
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"step": str(int(state.step)), "fingerprint": fingerprint,
+                                           "leaves": str(len(leaves))})
+    os.replace(tmp, path)
+
+
+def load_state(path: Path, template: TrainState, fingerprint: str) -> TrainState:
+    """Read a state written by `save_state` into the structure of `template` (shapes checked)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as fh:
+        meta = fh.metadata() or {}
+        if meta.get("fingerprint") != fingerprint:
+            raise CatsimError(
+                f"{path.parent} holds a run with different settings; use another --out directory "
+                "or --overwrite to start afresh")
+        leaves, treedef = jax.tree.flatten(template)
+        if int(meta.get("leaves", -1)) != len(leaves):
+            raise CatsimError(f"{path}: training state does not match this model")
+        loaded = []
+        for i, ref in enumerate(leaves):
+            array = fh.get_tensor(f"leaf_{i:05d}")
+            if array.shape != np.shape(ref) or array.dtype != np.asarray(ref).dtype:
+                raise CatsimError(f"{path}: training state tensor {i} has the wrong shape or dtype")
+            loaded.append(jnp.asarray(array))
+    return jax.tree.unflatten(treedef, loaded)
+
+
+def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
+    """Hash of everything that changes the trajectory (not save_every)."""
+    settings = {
+        "task": task.name,
+        "task_config": _jsonable(dataclasses.asdict(task.config)),
+        "sft": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "save_every"},
+        "model": model_cfg.to_hf_dict(),
+    }
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))
+
+
+# ----------------------------------------------------------------------------- the run
+@dataclass(frozen=True)
+class SFTResult:
+    """Summary of a finished (or stopped) warm-up run."""
+
+    out_dir: str  # output directory
+    steps_done: int  # optimizer steps in the saved state
+    finished: bool  # reached cfg.steps and wrote the model directory
+    final_loss: float  # loss of the last step run in this call (NaN if none ran)
+    seconds: float  # wall time of this call
+    eval: dict | None  # held-out evaluation (None unless finished and evaluation was asked for)
+
+
+def run_sft(
+    task: Task,
+    cfg: SFTConfig,
+    size: ModelSize,
+    out_dir: str | Path,
+    *,
+    stop_after: int | None = None,
+    overwrite: bool = False,
+    eval_prompts: int = 128,
+    eval_samples: int = 4,
+    progress: bool = True,
+) -> SFTResult:
+    """Train (or resume) a warm-up run in `out_dir`; see the module docstring for the files.
+
+    stop_after: stop once this many total steps are done (state saved, no model written) — for
+    splitting a run across sessions or testing resume. eval_prompts: held-out prompts to score at
+    the end (0 skips evaluation); eval_samples: temperature-1 samples per prompt.
+    """
+    from tqdm.auto import tqdm
+
+    t_start = time.perf_counter()
+    out = Path(out_dir)
+    tokenizer = task_tokenizer(task)
+    model_cfg = size.model_config(tokenizer.vocab_size)
+    fp = fingerprint(task, cfg, model_cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    state_path, log_path = out / STATE_FILE, out / LOG_FILE
+    if overwrite:
+        for name in (STATE_FILE, LOG_FILE, "eval.json", "loss.png"):
+            (out / name).unlink(missing_ok=True)
+    state = init_state(model_cfg, cfg)
+    if state_path.exists():
+        state = load_state(state_path, state, fp)
+    start = int(state.step)
+    _truncate_log(log_path, start)
+    (out / "sft_config.json").write_text(json.dumps(
+        {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
+         "num_params": model_cfg.num_params, "fingerprint": fp}, indent=2) + "\n")
+
+    end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+    step_once = step_fn(model_cfg, cfg)
+    schedule = learning_rate_schedule(cfg)
+    last_loss = float("nan")
+    bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not progress,
+               dynamic_ncols=True)
+    try:
+        with log_path.open("a") as log:
+            for step in range(start, end):
+                t0 = time.perf_counter()
+                batch = make_batch(task, tokenizer, cfg, step)
+                state, metrics = step_once(state, batch)
+                metrics = {k: float(v) for k, v in metrics.items()}
+                last_loss = metrics["loss"]
+                log.write(json.dumps({"step": step + 1, **metrics, "lr": float(schedule(step)),
+                                      "seconds": round(time.perf_counter() - t0, 4)}) + "\n")
+                log.flush()
+                bar.update(1)
+                bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
+                if (step + 1) % cfg.save_every == 0 or step + 1 == end:
+                    save_state(state_path, state, fp)
+    except KeyboardInterrupt:
+        try:  # keep what was done; rerun the command to resume
+            save_state(state_path, state, fp)
+        except RuntimeError:  # interrupted inside a step whose input buffers were donated (GPU):
+            pass  # the last periodic save stands
+        raise
+    finally:
+        bar.close()
+    save_state(state_path, state, fp)
+
+    from catsim.plots.sft import plot_loss_curve
+
+    plot_loss_curve(log_path, out / "loss.png")
+    done = int(state.step)
+    if done < cfg.steps:
+        return SFTResult(str(out), done, False, last_loss, time.perf_counter() - t_start, None)
+
+    from catsim.llm.checkpoint import save_model
+
+    save_model(out, model_cfg, state.params, tokenizer)
+    (out / TASK_FILE).write_text(json.dumps(
+        {"task": task.name, "config": _jsonable(dataclasses.asdict(task.config)),
+         "data_seed": cfg.data_seed}, indent=2) + "\n")
+    evaluation = None
+    if eval_prompts > 0:
+        evaluation = evaluate_heldout(state.params, model_cfg, tokenizer, task, cfg.data_seed,
+                                      eval_prompts, eval_samples, seed=cfg.seed)
+        (out / "eval.json").write_text(json.dumps(evaluation, indent=2) + "\n")
+    return SFTResult(str(out), done, True, last_loss, time.perf_counter() - t_start, evaluation)
+
+
+def _truncate_log(path: Path, step: int) -> None:
+    """Drop log lines of steps after `step` (they belong to a state that was never saved)."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] <= step:
+                keep.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut by a kill
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+def evaluate_heldout(params: Params, model_cfg: ModelConfig, tokenizer, task: Task, data_seed: int,
+                     n_prompts: int, n_samples: int, seed: int = 0) -> dict:
+    """Held-out pass rates: greedy (temperature 0) and mean reward of temperature-1 samples."""
+    from catsim.llm.rollout import SamplingConfig
+    from catsim.llm.tasks.sampling import sample_task
+
+    n_prompts = min(n_prompts, task.num_prompts("heldout"))
+    prompts = [task.prompt("heldout", data_seed, i) for i in range(n_prompts)]
+    max_new = getattr(task, "max_answer_chars", 256) + 1
+    key = jax.random.key(seed + 1)
+    greedy = sample_task(params, model_cfg, tokenizer, task, prompts, 1,
+                         SamplingConfig(max_new_tokens=max_new, temperature=0.0, stop_tokens=(EOS_ID,),
+                                        pad_token=PAD_ID), key)
+    result = {"heldout_prompts": n_prompts,
+              "greedy_pass_rate": float(np.mean([r.reward for r in greedy]))}
+    if n_samples > 0:
+        sampled = sample_task(params, model_cfg, tokenizer, task, prompts, n_samples,
+                              SamplingConfig(max_new_tokens=max_new, temperature=1.0,
+                                             stop_tokens=(EOS_ID,), pad_token=PAD_ID), key)
+        rewards = np.array([r.reward for r in sampled]).reshape(n_prompts, n_samples)
+        result.update(samples_per_prompt=n_samples, sampled_pass_at_1=float(rewards.mean()),
+                      sampled_any_correct=float(rewards.max(axis=1).mean()))
+    return result

@@ -1,0 +1,111 @@
+"""Data-parallel + FSDP sharding on a `jax.sharding.Mesh` with axes ("data", "fsdp").
+
+- Parameters are split along one dimension over the "fsdp" axis (the largest dimension divisible by
+  the axis size, never the stacked-layer axis) and replicated over "data"; XLA all-gathers each
+  layer's weights when it is used.
+- Activations and batches are split along the batch dimension over both axes ("data", "fsdp").
+
+    mesh = make_mesh(data=2, fsdp=4)
+    cfg, params = load_model(path, mesh=mesh)            # weights placed shard by shard
+    tokens = jax.device_put(tokens_BxT, batch_sharding(mesh))
+    logits = jax.jit(forward, static_argnames=("cfg", "activation_sharding"))(
+        params, cfg, tokens, activation_sharding=activation_sharding(mesh))
+
+Multi-host (GPU cluster): start one process per host, call `initialize_distributed()` before
+anything else touches JAX, then build the mesh over `jax.devices()` (all hosts' devices); see
+docs/llm.md for the launch command.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from catsim.errors import CatsimError
+from catsim.llm.config import ModelConfig
+from catsim.llm.model import Params, param_shapes
+
+DATA, FSDP = "data", "fsdp"
+BATCH_AXES = (DATA, FSDP)
+
+
+def initialize_distributed(**kwargs: Any) -> None:
+    """Join a multi-host JAX job (`jax.distributed.initialize`). On SLURM / Open MPI / cloud TPU the
+    coordinator, process count and process id are detected from the environment; otherwise pass
+    coordinator_address="host:port", num_processes=..., process_id=...."""
+    jax.distributed.initialize(**kwargs)
+
+
+def make_mesh(data: int | None = None, fsdp: int | None = None, devices: list | None = None) -> Mesh:
+    """A 2-D mesh ("data", "fsdp") over `devices` (default: all devices of all hosts).
+
+    With neither size given, everything goes to "fsdp"; with one, the other takes what is left.
+    """
+    devices = list(jax.devices() if devices is None else devices)
+    count = len(devices)
+    if data is None and fsdp is None:
+        data, fsdp = 1, count
+    elif data is None:
+        data = count // fsdp if fsdp and count % fsdp == 0 else 0
+    elif fsdp is None:
+        fsdp = count // data if data and count % data == 0 else 0
+    if not data or not fsdp or data < 1 or fsdp < 1 or data * fsdp != count:
+        raise CatsimError(f"mesh data={data} x fsdp={fsdp} does not match {count} devices")
+    return Mesh(np.asarray(devices, dtype=object).reshape(data, fsdp), (DATA, FSDP))
+
+
+def _param_spec(shape: tuple[int, ...], fsdp_size: int, stacked: bool) -> P:
+    first = 1 if stacked else 0
+    candidates = [i for i in range(first, len(shape)) if shape[i] % fsdp_size == 0]
+    if fsdp_size == 1 or not candidates:
+        return P()
+    axis = max(candidates, key=lambda i: (shape[i], -i))
+    spec: list[Any] = [None] * len(shape)
+    spec[axis] = FSDP
+    return P(*spec)
+
+
+def param_specs(cfg: ModelConfig, mesh: Mesh) -> Params:
+    """PartitionSpec of every parameter (pytree mirroring the params)."""
+    size = mesh.shape[FSDP]
+    shapes = param_shapes(cfg)
+    specs = {k: _param_spec(v, size, stacked=False) for k, v in shapes.items() if k != "layers"}
+    specs["layers"] = {k: _param_spec(v, size, stacked=True) for k, v in shapes["layers"].items()}
+    return specs
+
+
+def param_shardings(cfg: ModelConfig, mesh: Mesh) -> Params:
+    """NamedSharding of every parameter (pytree mirroring the params)."""
+    return jax.tree.map(lambda spec: NamedSharding(mesh, spec), param_specs(cfg, mesh),
+                        is_leaf=lambda x: isinstance(x, P))
+
+
+def shard_params(params: Params, cfg: ModelConfig, mesh: Mesh) -> Params:
+    """Place existing parameters with `param_shardings`."""
+    return jax.tree.map(jax.device_put, params, param_shardings(cfg, mesh))
+
+
+def batch_sharding(mesh: Mesh) -> NamedSharding:
+    """Sharding of a B x ... batch array: B split over ("data", "fsdp")."""
+    return NamedSharding(mesh, P(BATCH_AXES))
+
+
+def activation_sharding(mesh: Mesh) -> NamedSharding:
+    """Sharding constraint for the B x T x D residual stream inside `forward`."""
+    return NamedSharding(mesh, P(BATCH_AXES, None, None))
+
+
+def shard_batch(x: Any, mesh: Mesh) -> Any:
+    """device_put each array of a pytree with its leading (batch) dimension split over the mesh."""
+    size = mesh.shape[DATA] * mesh.shape[FSDP]
+
+    def put(a):
+        if a.shape[0] % size:
+            raise CatsimError(f"batch size {a.shape[0]} is not divisible by the {size} mesh devices")
+        return jax.device_put(a, batch_sharding(mesh))
+
+    return jax.tree.map(put, x)

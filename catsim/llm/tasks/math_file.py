@@ -1,0 +1,244 @@
+"""Math problems from a local JSONL or Parquet file, rewarded by math-verify or exact match.
+
+Each record holds a question and a reference answer (field names configurable). The prompt text is
+`prompt_template.format(question=...)`; the reward is 1.0 when the completion's final answer
+matches the reference:
+
+- checker "math-verify" (the paper's reward, App. L): `math_verify.parse` + `math_verify.verify`
+  from the optional extra `math` (imported lazily; a clear CatsimError if absent). Model output is
+  parsed (LaTeX and plain numeric expressions), never executed; the parse and the comparison each
+  run under math-verify's own time limit when called from the main thread (signal based), and the
+  completion is capped at `max_completion_chars` before any work.
+- checker "exact": the last \\boxed{...} of the completion (else its last non-empty line),
+  normalised (whitespace removed, surrounding $ and a trailing period stripped) and compared as a
+  string with the normalised reference. No evaluation of any kind.
+
+The split: records are shuffled once by the dataset seed; the last `heldout_fraction` of them (at
+least one when there are two or more records) are held out. Duplicate questions are kept together
+on one side, so the splits never share a question.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.llm.tasks.base import Prompt, check_seed, check_split, clean_completion
+
+CHECKERS = ("math-verify", "exact")
+
+
+@dataclass(frozen=True)
+class MathFileConfig:
+    """Local math-file task configuration."""
+
+    path: str  # a .jsonl / .json (one object per line) or .parquet file
+    question_field: str = "question"  # record field holding the problem text
+    answer_field: str = "answer"  # record field holding the reference answer
+    prompt_template: str = "{question}"  # how a question becomes prompt text ({question} placeholder)
+    checker: str = "math-verify"  # "math-verify" (optional extra `math`) or "exact"
+    heldout_fraction: float = 0.1  # share of distinct questions held out (by seeded shuffle)
+    max_completion_chars: int = 65_536  # longer completions score 0 without being parsed
+    timeout_seconds: int = 5  # math-verify parse/verify time limit each (main thread only)
+
+    def __post_init__(self) -> None:
+        if self.checker not in CHECKERS:
+            raise CatsimError(f"math checker must be one of {CHECKERS}, got {self.checker!r}")
+        if not 0.0 <= self.heldout_fraction < 1.0:
+            raise CatsimError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
+        if self.max_completion_chars < 1 or self.timeout_seconds < 1:
+            raise CatsimError("max_completion_chars and timeout_seconds must be positive")
+        if "{question}" not in self.prompt_template:
+            raise CatsimError("prompt_template must contain the placeholder {question}")
+
+
+def load_records(path: str, question_field: str, answer_field: str) -> list[tuple[str, str]]:
+    """(question, answer) pairs of a JSONL or Parquet file, in file order."""
+    p = Path(path)
+    if not p.is_file():
+        raise CatsimError(f"math file not found: {path}")
+    suffix = p.suffix.lower()
+    rows: list[dict] = []
+    if suffix in (".jsonl", ".json"):
+        with p.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise CatsimError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+                if not isinstance(row, dict):
+                    raise CatsimError(f"{path}:{lineno}: expected a JSON object per line")
+                rows.append(row)
+    elif suffix == ".parquet":
+        try:
+            import pandas as pd
+
+            frame = pd.read_parquet(p)
+        except ImportError as err:
+            raise CatsimError(
+                f"reading Parquet needs pandas with pyarrow ('catsim[data]' and pyarrow): {err}"
+            ) from None
+        rows = frame.to_dict(orient="records")
+    else:
+        raise CatsimError(f"math file must be .jsonl, .json or .parquet, got {p.name}")
+    out = []
+    for i, row in enumerate(rows):
+        if question_field not in row or answer_field not in row:
+            raise CatsimError(
+                f"{path}: record {i} lacks field {question_field!r} or {answer_field!r}"
+            )
+        out.append((str(row[question_field]), str(row[answer_field])))
+    if not out:
+        raise CatsimError(f"{path}: no records")
+    return out
+
+
+def _strip_boxed(text: str) -> str | None:
+    """Content of the last \\boxed{...} with balanced braces, or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i + 1 : j]
+    return None
+
+
+def normalise_answer(text: str) -> str:
+    """Whitespace removed, surrounding $ and a trailing period stripped (string only, no eval)."""
+    text = "".join(text.split())
+    text = text[:-1] if text.endswith(".") else text
+    return text.strip("$")
+
+
+def final_answer(completion: str) -> str:
+    """The last \\boxed{...} content, else the last non-empty line."""
+    boxed = _strip_boxed(completion)
+    if boxed is not None:
+        return boxed
+    lines = [line for line in completion.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def _math_verify():
+    try:
+        import math_verify
+    except ImportError:
+        raise CatsimError(
+            "checker 'math-verify' needs the optional extra: pip install 'catsim[math]' "
+            "(or use checker 'exact')"
+        ) from None
+    return math_verify
+
+
+@dataclass(frozen=True)
+class MathFileTask:
+    """Local math-file task (see the module docstring)."""
+
+    config: MathFileConfig
+    name: ClassVar[str] = "math"
+
+    def __post_init__(self) -> None:
+        if self.config.checker == "math-verify":
+            _math_verify()  # fail at construction, not at the first reward
+
+    @property
+    def alphabet(self) -> None:
+        return None
+
+    def _records(self) -> list[tuple[str, str]]:
+        return _records_cached(self.config.path, self.config.question_field, self.config.answer_field)
+
+    def _split(self, split: str, seed: int) -> list[tuple[str, str]]:
+        check_split(split)
+        records = self._records()
+        questions = sorted({q for q, _ in records})
+        order = np.random.default_rng([check_seed(seed), 7]).permutation(len(questions))
+        n_held = int(round(self.config.heldout_fraction * len(questions)))
+        if self.config.heldout_fraction > 0 and len(questions) >= 2:
+            n_held = min(max(n_held, 1), len(questions) - 1)
+        held = {questions[i] for i in order[len(questions) - n_held :]} if n_held else set()
+        keep = (lambda q: q in held) if split == "heldout" else (lambda q: q not in held)
+        return [r for r in records if keep(r[0])]
+
+    def num_prompts(self, split: str, seed: int = 0) -> int:
+        return len(self._split(split, seed))
+
+    def prompt(self, split: str, seed: int, index: int) -> Prompt:
+        records = self._split(split, seed)
+        if not 0 <= index < len(records):
+            raise CatsimError(f"{split} prompt index {index} out of range [0, {len(records)})")
+        question, answer = records[index]
+        return Prompt(
+            task=self.name,
+            split=split,
+            index=int(index),
+            text=self.config.prompt_template.format(question=question),
+            answers=(answer,),
+        )
+
+    def prompts(self, split: str, seed: int = 0) -> Iterator[Prompt]:
+        for index in range(self.num_prompts(split, seed)):
+            yield self.prompt(split, seed, index)
+
+    def reference(self, prompt: Prompt) -> str:
+        return prompt.answers[0]
+
+    def correct_answers(self, prompt: Prompt) -> None:
+        return None
+
+    def sft_target(self, prompt: Prompt, rng: np.random.Generator) -> str:
+        return prompt.answers[0]
+
+    def reward(self, prompt: Prompt, completion_text: str) -> float:
+        text = clean_completion(completion_text, self.config.max_completion_chars)
+        if not text:
+            return 0.0
+        reference = prompt.answers[0]
+        if self.config.checker == "exact":
+            return float(normalise_answer(final_answer(text)) == normalise_answer(reference))
+        return self._math_verify_reward(reference, text)
+
+    def _math_verify_reward(self, reference: str, text: str) -> float:
+        mv = _math_verify()
+        main = threading.current_thread() is threading.main_thread()
+        limit = self.config.timeout_seconds if main else None  # signal.alarm works in the main thread only
+        try:
+            gold = mv.parse(_as_latex(reference), parsing_timeout=limit)
+            pred = mv.parse(text, parsing_timeout=limit)
+            if not gold or not pred:
+                return 0.0
+            return float(bool(mv.verify(gold, pred, timeout_seconds=limit)))
+        except Exception:  # a verifier failure on untrusted text is a wrong answer, not a crash
+            return 0.0
+
+
+def _as_latex(reference: str) -> str:
+    """References are often bare ("3/4"); wrap them so math-verify's LaTeX extraction sees them."""
+    return reference if "$" in reference or "\\boxed" in reference else f"${reference}$"
+
+
+def _records_cached(path: str, qf: str, af: str) -> list[tuple[str, str]]:
+    p = Path(path)
+    mtime = p.stat().st_mtime_ns if p.is_file() else 0
+    return _load_cached(str(p.resolve()), mtime, qf, af)
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, mtime_ns: int, qf: str, af: str) -> list[tuple[str, str]]:
+    return load_records(path, qf, af)

@@ -1,0 +1,122 @@
+"""catsim.llm.rollout: KV-cache sampling is reproducible per (prompt id, sample index), its
+log-probabilities are those of the distribution sampled, and stop tokens end sequences."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catsim.errors import CatsimError
+from catsim.llm.config import ModelConfig
+from catsim.llm.model import forward, init_params
+from catsim.llm.rollout import SamplingConfig, generate, left_pad, sampling_logits
+
+CFG = ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
+                  num_kv_heads=2, head_dim=8, architecture="Qwen3ForCausalLM", qk_norm=True)
+PARAMS = init_params(CFG, jax.random.key(0), init_std=0.3)
+PROMPTS = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
+KEY = jax.random.key(42)
+
+
+def _run(rows, sampling, width=None):
+    """rows: list of (prompt index, sample index)."""
+    tokens, mask = left_pad([PROMPTS[p] for p, _ in rows], length=width)
+    ids = jnp.asarray([p for p, _ in rows], jnp.int32)
+    samples = jnp.asarray([s for _, s in rows], jnp.int32)
+    return jax.device_get(generate(PARAMS, CFG, sampling, tokens, mask, KEY, ids, samples))
+
+
+# One sampling configuration and batch shape for most tests, so they share compiled programs.
+SAMPLING = SamplingConfig(max_new_tokens=10, temperature=0.7, top_k=20, top_p=0.95)
+ROWS = [(p, s) for p in range(3) for s in range(2)]
+
+
+def test_samples_do_not_depend_on_batch_layout():
+    base = _run(ROWS, SAMPLING)
+    shuffled = [ROWS[i] for i in (4, 1, 5, 0)]
+    other = _run(shuffled, SAMPLING, width=9)  # another batch size, order, position and padding width
+    for j, row in enumerate(shuffled):
+        i = ROWS.index(row)
+        np.testing.assert_array_equal(other.tokens_BxN[j], base.tokens_BxN[i])
+        np.testing.assert_allclose(other.logprobs_BxN[j], base.logprobs_BxN[i], atol=1e-5)
+    # ... while different sample indices and keys do give different completions.
+    assert not np.array_equal(base.tokens_BxN[0], base.tokens_BxN[1])
+    tokens, mask = left_pad([PROMPTS[p] for p, _ in ROWS])
+    again = generate(PARAMS, CFG, SAMPLING, tokens, mask, jax.random.key(43),
+                     jnp.asarray([p for p, _ in ROWS]), jnp.asarray([s for _, s in ROWS]))
+    assert not np.array_equal(np.asarray(again.tokens_BxN), base.tokens_BxN)
+
+
+def test_logprobs_are_those_of_the_sampling_distribution():
+    out = _run(ROWS, SAMPLING)
+    tokens, mask = left_pad([PROMPTS[p] for p, _ in ROWS])
+    full = jnp.concatenate([tokens, out.tokens_BxN], axis=1)
+    full_mask = jnp.concatenate([mask, out.mask_BxN], axis=1)
+    logits_BxNxV = forward(PARAMS, CFG, full, mask_BxT=full_mask)[:, tokens.shape[1] - 1:-1]
+    chosen = out.tokens_BxN[..., None]
+    model_logp = np.take_along_axis(np.asarray(jax.nn.log_softmax(logits_BxNxV)), chosen, -1)[..., 0]
+    policy = jax.vmap(jax.vmap(lambda l: jax.nn.log_softmax(sampling_logits(l, SAMPLING))))(logits_BxNxV)
+    policy_logp = np.take_along_axis(np.asarray(policy), chosen, -1)[..., 0]
+    m = out.mask_BxN
+    assert m.all()
+    np.testing.assert_allclose(out.model_logprobs_BxN, model_logp, atol=1e-5)
+    np.testing.assert_allclose(out.logprobs_BxN, policy_logp, atol=1e-5)
+    assert np.all(np.isfinite(policy_logp))  # every sampled token was inside top-k and top-p
+    assert np.all(np.isfinite(np.asarray(policy)).sum(-1) <= 20)  # top-k really restricts
+    assert np.abs(out.logprobs_BxN - out.model_logprobs_BxN).max() > 0.05  # and differs from the model
+
+
+def test_sampling_logits_hand_computed():
+    logits = jnp.log(jnp.asarray([0.5, 0.3, 0.15, 0.05]))
+    keep = np.isfinite(np.asarray(sampling_logits(logits, SamplingConfig(1, top_p=0.7))))
+    np.testing.assert_array_equal(keep, [True, True, False, False])  # 0.5 < 0.7 <= 0.8
+    keep = np.isfinite(np.asarray(sampling_logits(logits, SamplingConfig(1, top_p=0.85))))
+    np.testing.assert_array_equal(keep, [True, True, True, False])
+    keep = np.isfinite(np.asarray(sampling_logits(logits, SamplingConfig(1, top_p=0.1))))
+    np.testing.assert_array_equal(keep, [True, False, False, False])
+    keep = np.isfinite(np.asarray(sampling_logits(logits, SamplingConfig(1, top_k=3))))
+    np.testing.assert_array_equal(keep, [True, True, True, False])
+    scaled = sampling_logits(logits, SamplingConfig(1, temperature=0.5))
+    np.testing.assert_allclose(np.asarray(scaled), 2 * np.log([0.5, 0.3, 0.15, 0.05]), rtol=1e-6)
+
+
+def test_first_token_frequencies_match_sampling_distribution():
+    """1,800 first tokens of prompt 0 (300 batches of 6 sample indices): empirical frequencies of the
+    filtered, tempered distribution within 5 standard errors."""
+    tokens, mask = left_pad([PROMPTS[0]] * 6)
+    prompt_ids = jnp.zeros(6, jnp.int32)
+    firsts = []
+    for start in range(0, 1800, 6):
+        out = generate(PARAMS, CFG, SAMPLING, tokens, mask, KEY, prompt_ids,
+                       jnp.arange(start, start + 6, dtype=jnp.int32))
+        firsts.append(np.asarray(out.tokens_BxN[:, 0]))
+    logits = forward(PARAMS, CFG, tokens[:1])[0, -1]
+    probs = np.asarray(jax.nn.softmax(sampling_logits(logits, SAMPLING)))
+    n = 1800
+    freq = np.bincount(np.concatenate(firsts), minlength=CFG.vocab_size) / n
+    se = np.sqrt(probs * (1 - probs) / n) + 1e-3
+    assert np.all(np.abs(freq - probs) < 5 * se), np.abs(freq - probs).max()
+    assert np.all(freq[probs == 0] == 0)
+
+
+def test_stop_tokens_end_sequences():
+    free = _run(ROWS, SAMPLING)
+    assert not free.finished_B.any()
+    stop = int(free.tokens_BxN[0, 3])  # the 4th token of row 0 becomes a stop token
+    with_stop = SamplingConfig(**{**SAMPLING.__dict__, "stop_tokens": (stop,), "pad_token": 1})
+    out = _run(ROWS, with_stop)
+    for b in range(len(ROWS)):
+        hits = np.flatnonzero(free.tokens_BxN[b] == stop)
+        length = hits[0] + 1 if hits.size else 10
+        assert out.lengths_B[b] == length and out.finished_B[b] == bool(hits.size)
+        np.testing.assert_array_equal(out.tokens_BxN[b, :length], free.tokens_BxN[b, :length])
+        assert np.all(out.tokens_BxN[b, length:] == 1) and not out.mask_BxN[b, length:].any()
+    assert out.lengths_B[0] <= 4
+
+
+@pytest.mark.parametrize("bad", [dict(max_new_tokens=0), dict(temperature=-1.0), dict(top_p=0.0),
+                                 dict(top_p=1.5), dict(top_k=-1)])
+def test_bad_sampling_config(bad):
+    kwargs = {"max_new_tokens": 4, **bad}
+    with pytest.raises(CatsimError):
+        SamplingConfig(**kwargs)
