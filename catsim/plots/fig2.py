@@ -32,9 +32,6 @@ def _lemma_curve(results: SimResults, method: str, sizes):
 def plot_fig2(results: SimResults, path, *, method: str | None = None,
               curve_sizes=CURVE_GROUP_SIZES) -> Path:
     """Draw Fig. 2 for `method` (default: the first) and save it to `path` (.png, .pdf, …)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     from catsim.sim.sweep import regimes_of

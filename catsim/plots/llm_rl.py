@@ -14,9 +14,6 @@ from catsim.llm.metrics import active_fraction_prediction
 
 
 def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt

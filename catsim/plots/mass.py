@@ -72,9 +72,6 @@ def sample_joint_changes(
 
 def figure_joint_changes(samples: Sequence[JointSample], config: mass.MassStepConfig = SIMULATION_STEP):
     """One scatter panel per N: ΔQpos (x) against ΔQu,pos (y), share of rise/fall steps in the title."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(samples), figsize=(4.3 * len(samples), 3.9), squeeze=False)

@@ -8,9 +8,6 @@ from pathlib import Path
 
 def plot_loss_curve(log_path: str | Path, png_path: str | Path) -> None:
     """Loss and token accuracy against step, written to `png_path`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = [json.loads(line) for line in Path(log_path).read_text().splitlines() if line.strip()]

@@ -18,9 +18,6 @@ FIG5_N = tuple(2**k for k in range(18))
 
 
 def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     return plt
