@@ -70,3 +70,22 @@ def test_auto_choice_and_bad_name():
 def test_prefix_sum_matches_numpy():
     x = np.random.default_rng(0).random(1000).astype(np.float32)
     np.testing.assert_allclose(np.asarray(sampler._prefix_sum(jnp.asarray(x))), np.cumsum(x), rtol=1e-5)
+
+
+def test_search_right_equals_searchsorted_under_vmap():
+    """The per-run search (`lax.map` under vmap) returns exactly jnp.searchsorted's indices, for
+    batched and shared CDFs and nested vmaps, including queries equal to CDF entries."""
+    rng = np.random.default_rng(4)
+    cdf_RxV = np.cumsum(rng.dirichlet(np.full(50, 0.3), size=3), axis=1).astype(np.float32)
+    cdf_RxV[:, 10:13] = cdf_RxV[:, 9:10]  # runs of equal entries (zero-probability actions)
+    u_RxN = rng.random((3, 200)).astype(np.float32)
+    u_RxN[:, :5] = cdf_RxV[:, [0, 9, 11, 30, 49]]  # ties go right
+    want = np.stack([np.searchsorted(c, u, side="right") for c, u in zip(cdf_RxV, u_RxN)])
+    cdf, u = jnp.asarray(cdf_RxV), jnp.asarray(u_RxN)
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(sampler.search_right))(cdf, u)), want)
+    shared = np.stack([np.searchsorted(cdf_RxV[0], x, side="right") for x in u_RxN])
+    got = jax.vmap(sampler.search_right, in_axes=(None, 0))(cdf[0], u)
+    np.testing.assert_array_equal(np.asarray(got), shared)
+    nested = jax.vmap(jax.vmap(sampler.search_right), in_axes=(None, 0))(cdf, jnp.stack([u, u]))
+    np.testing.assert_array_equal(np.asarray(nested), np.stack([want, want]))
+    np.testing.assert_array_equal(np.asarray(sampler.search_right(cdf[1], u[1])), want[1])

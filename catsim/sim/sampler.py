@@ -95,11 +95,33 @@ def two_level_cdf(p_V, block_size: int = BLOCK_SIZE):
     return (within_BxK + offset_B[:, None]).reshape(-1)
 
 
+@jax.custom_batching.custom_vmap
+def search_right(cdf_V, u_N):
+    """`jnp.searchsorted(cdf_V, u_N, side="right", method="scan")`: #{a : cdf_a <= u} per query.
+
+    Same result under vmap, but batched CDFs are searched one run after another (`lax.map`)
+    instead of by one batched gather: each run's V-long CDF (512 KB in float32) then stays in
+    cache while its N bisections (log2 V dependent gathers each) run. Measured on 8 runs,
+    V = 128,000: 18.4 → 9.5 ms per run at N = 131072, 1.15 → 0.77 ms at N = 8192 (CPU time).
+    """
+    return jnp.searchsorted(cdf_V, u_N, side="right", method="scan")
+
+
+@search_right.def_vmap
+def _search_right_vmap(axis_size, in_batched, cdf, u):
+    cdf_batched, u_batched = in_batched
+    if not u_batched:
+        u = jnp.broadcast_to(u, (axis_size,) + u.shape)
+    if not cdf_batched:  # one CDF shared by the batch: one search over all queries
+        return search_right(cdf, u.reshape(-1)).reshape(u.shape), True
+    return jax.lax.map(lambda args: search_right(*args), (cdf, u)), True
+
+
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
     """N i.i.d. draws from p by inverse CDF over all V actions. -> [N] int32."""
     cdf = two_level_cdf(p_V, block_size)
     u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cdf[-1]
-    idx_N = jnp.searchsorted(cdf, u_N, side="right", method="scan")
+    idx_N = search_right(cdf, u_N)
     return jnp.minimum(idx_N, _last_positive(p_V)).astype(jnp.int32)
 
 
