@@ -38,7 +38,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
@@ -55,6 +54,7 @@ from catsim.errors import CatsimError
 from catsim.llm.config import ModelConfig
 from catsim.llm.metrics import active_fraction_prediction
 from catsim.llm.model import Params, forward
+from catsim.llm.train_state import load_tree, save_tree, truncate_log
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives.grad_clip import dual_threshold_clip
@@ -666,50 +666,12 @@ def _fingerprint(cfg: RLConfig, base_dir: str, task_spec: dict) -> str:
 
 def save_state(path: Path, tree: Any, step: int, fingerprint: str) -> None:
     """Atomic write (temp file + rename): a kill mid-write leaves the previous state intact."""
-    from safetensors.numpy import save_file
-
-    leaves = jax.tree.leaves(jax.device_get(tree))
-    tensors = {f"leaf_{i:05d}": np.ascontiguousarray(np.asarray(x)) for i, x in enumerate(leaves)}
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"step": str(step), "fingerprint": fingerprint,
-                                           "leaves": str(len(leaves))})
-    os.replace(tmp, path)
+    save_tree(path, tree, step, fingerprint)
 
 
 def load_state(path: Path, template: Any, fingerprint: str) -> tuple[Any, int]:
     """Read `save_state`'s file into the structure (and shardings) of `template`."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="numpy") as fh:
-        meta = fh.metadata() or {}
-        if meta.get("fingerprint") != fingerprint:
-            raise CatsimError(f"{path.parent} holds an RL run with different settings; use another "
-                              "output directory or --overwrite")
-        leaves, treedef = jax.tree.flatten(template)
-        if int(meta.get("leaves", -1)) != len(leaves):
-            raise CatsimError(f"{path}: training state does not match this model")
-        loaded = []
-        for i, ref in enumerate(leaves):
-            array = fh.get_tensor(f"leaf_{i:05d}")
-            if array.size != np.size(ref):
-                raise CatsimError(f"{path}: state tensor {i} has the wrong shape")
-            array = array.reshape(np.shape(ref))  # safetensors stores 0-d arrays as [1]
-            sharding = getattr(ref, "sharding", None)
-            loaded.append(jax.device_put(array.astype(np.asarray(ref).dtype), sharding))
-    return jax.tree.unflatten(treedef, loaded), int(meta["step"])
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    if not path.exists():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line)["step"] <= step:
-                keep.append(line)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue
-    path.write_text("".join(line + "\n" for line in keep))
+    return load_tree(path, template, fingerprint, what="RL run")
 
 
 # ----------------------------------------------------------------------------- model dir helpers
@@ -811,7 +773,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     start = 0
     if state_path.exists():
         (params, opt_state), start = load_state(state_path, (params, opt_state), fp)
-    _truncate_log(log_path, start)
+    truncate_log(log_path, start)
     (out / CONFIG_FILE).write_text(json.dumps(
         {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec, "label": cfg.label(),
          "fingerprint": fp}, indent=2, default=str) + "\n")

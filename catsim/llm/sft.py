@@ -24,7 +24,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -50,6 +49,7 @@ from catsim.llm.tasks.char_tokenizer import (
     build_char_tokenizer,
 )
 from catsim.llm.tasks.sampling import encode_answer, encode_prompt
+from catsim.llm.train_state import load_tree, save_tree, truncate_log
 
 STATE_FILE = "train_state.safetensors"
 LOG_FILE = "train_log.jsonl"
@@ -256,36 +256,12 @@ def step_fn(model_cfg: ModelConfig, cfg: SFTConfig):
 # ----------------------------------------------------------------------------- training state on disk
 def save_state(path: Path, state: TrainState, fingerprint: str) -> None:
     """Write the state atomically (temp file + rename): a kill leaves the previous state intact."""
-    from safetensors.numpy import save_file
-
-    leaves = jax.tree.leaves(jax.device_get(state))
-    tensors = {f"leaf_{i:05d}": np.array(x, order="C") for i, x in enumerate(leaves)}  # keeps 0-d shapes
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"step": str(int(state.step)), "fingerprint": fingerprint,
-                                           "leaves": str(len(leaves))})
-    os.replace(tmp, path)
+    save_tree(path, state, int(state.step), fingerprint)
 
 
 def load_state(path: Path, template: TrainState, fingerprint: str) -> TrainState:
     """Read a state written by `save_state` into the structure of `template` (shapes checked)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="numpy") as fh:
-        meta = fh.metadata() or {}
-        if meta.get("fingerprint") != fingerprint:
-            raise CatsimError(
-                f"{path.parent} holds a run with different settings; use another --out directory "
-                "or --overwrite to start afresh")
-        leaves, treedef = jax.tree.flatten(template)
-        if int(meta.get("leaves", -1)) != len(leaves):
-            raise CatsimError(f"{path}: training state does not match this model")
-        loaded = []
-        for i, ref in enumerate(leaves):
-            array = fh.get_tensor(f"leaf_{i:05d}")
-            if array.shape != np.shape(ref) or array.dtype != np.asarray(ref).dtype:
-                raise CatsimError(f"{path}: training state tensor {i} has the wrong shape or dtype")
-            loaded.append(jnp.asarray(array))
-    return jax.tree.unflatten(treedef, loaded)
+    return load_tree(path, template, fingerprint)[0]
 
 
 def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
@@ -350,7 +326,7 @@ def run_sft(
     if state_path.exists():
         state = load_state(state_path, state, fp)
     start = int(state.step)
-    _truncate_log(log_path, start)
+    truncate_log(log_path, start)
     (out / "sft_config.json").write_text(json.dumps(
         {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
          "num_params": model_cfg.num_params, "fingerprint": fp}, indent=2) + "\n")
@@ -405,20 +381,6 @@ def run_sft(
                                       eval_prompts, eval_samples, seed=cfg.seed)
         (out / "eval.json").write_text(json.dumps(evaluation, indent=2) + "\n")
     return SFTResult(str(out), done, True, last_loss, time.perf_counter() - t_start, evaluation)
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """Drop log lines of steps after `step` (they belong to a state that was never saved)."""
-    if not path.exists():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line)["step"] <= step:
-                keep.append(line)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a line cut by a kill
-    path.write_text("".join(line + "\n" for line in keep))
 
 
 def evaluate_heldout(params: Params, model_cfg: ModelConfig, tokenizer, task: Task, data_seed: int,
