@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 import pytest
@@ -109,12 +110,26 @@ def test_missing_file_and_bad_options(tmp_path):
 
 
 def test_math_verify_time_is_bounded(math_file):
-    """Each math-verify stage (parse gold, parse prediction, compare) has a 1 s alarm here, so one
-    reward takes at most about 3 s plus overhead, whatever the completion (slack for a busy CPU)."""
+    """Hostile completions score 0 and cost at most the worker's hard deadline (3·1 + 2 s here)
+    plus, after a kill, one worker restart (slack for a busy CPU); the worker keeps serving."""
     task = make_task("math", path=str(math_file), heldout_fraction=0.0, timeout_seconds=1)
     p = task.prompt("train", 0, 0)
+    assert task.reward(p, "\\boxed{" + task.reference(p) + "}") == 1.0  # starts the worker
     for evil in ["\\boxed{9^{9^{9^{9^{9}}}}}", "\\boxed{" + "(" * 2000 + "1" + ")" * 2000 + "}",
                  "$" + "\\frac{1}{" * 300 + "2" + "}" * 300 + "$"]:
         t0 = time.perf_counter()
         assert task.reward(p, evil) == 0.0
-        assert time.perf_counter() - t0 < 10.0
+        assert time.perf_counter() - t0 < 5.0 + 30.0
+    assert task.reward(p, "\\boxed{" + task.reference(p) + "}") == 1.0
+
+
+def test_math_verify_runs_off_the_main_thread(math_file):
+    """Rewards computed from a worker thread get the same verdicts (no signal-based limit needed)."""
+    task = make_task("math", path=str(math_file), heldout_fraction=0.0, timeout_seconds=2)
+    p = task.prompt("train", 0, 0)
+    out = []
+    t = threading.Thread(target=lambda: out.extend(
+        task.reward(p, c) for c in ["\\boxed{" + task.reference(p) + "}", "\\boxed{-12345}"]))
+    t.start()
+    t.join(120)
+    assert out == [1.0, 0.0]

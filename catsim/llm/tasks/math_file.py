@@ -6,9 +6,11 @@ matches the reference:
 
 - checker "math-verify" (the paper's reward, App. L): `math_verify.parse` + `math_verify.verify`
   from the optional extra `math` (imported lazily; a clear CatsimError if absent). Model output is
-  parsed (LaTeX and plain numeric expressions), never executed; the parse and the comparison each
-  run under math-verify's own time limit when called from the main thread (signal based), and the
-  completion is capped at `max_completion_chars` before any work.
+  parsed (LaTeX and plain numeric expressions), never executed. The check runs in a separate worker
+  process (`catsim.llm.tasks.isolated`): each stage has math-verify's own time limit there, and the
+  worker is killed when the whole check runs past 3 × `timeout_seconds` + 2 s (a signal cannot
+  interrupt long C-level work), which scores 0. The completion is capped at `max_completion_chars`
+  before any work.
 - checker "exact": the last \\boxed{...} of the completion (else its last non-empty line),
   normalised (whitespace removed, surrounding $ and a trailing period stripped) and compared as a
   string with the normalised reference. No evaluation of any kind.
@@ -32,6 +34,7 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.llm.tasks.base import Prompt, check_seed, check_split, clean_completion
+from catsim.llm.tasks.isolated import IsolatedFunction
 
 CHECKERS = ("math-verify", "exact")
 
@@ -47,7 +50,7 @@ class MathFileConfig:
     checker: str = "math-verify"  # "math-verify" (optional extra `math`) or "exact"
     heldout_fraction: float = 0.1  # share of distinct questions held out (by seeded shuffle)
     max_completion_chars: int = 65_536  # longer completions score 0 without being parsed
-    timeout_seconds: int = 5  # math-verify parse/verify time limit each (main thread only)
+    timeout_seconds: int = 5  # math-verify time limit per stage; the worker is killed past 3× this + 2 s
 
     def __post_init__(self) -> None:
         if self.checker not in CHECKERS:
@@ -215,17 +218,38 @@ class MathFileTask:
         return self._math_verify_reward(reference, text)
 
     def _math_verify_reward(self, reference: str, text: str) -> float:
-        mv = _math_verify()
-        main = threading.current_thread() is threading.main_thread()
-        limit = self.config.timeout_seconds if main else None  # signal.alarm works in the main thread only
-        try:
-            gold = mv.parse(_as_latex(reference), parsing_timeout=limit)
-            pred = mv.parse(text, parsing_timeout=limit)
-            if not gold or not pred:
-                return 0.0
-            return float(bool(mv.verify(gold, pred, timeout_seconds=limit)))
-        except Exception:  # a verifier failure on untrusted text is a wrong answer, not a crash
-            return 0.0
+        answer = _math_verify_worker(self.config.timeout_seconds).call(_as_latex(reference), text,
+                                                                        self.config.timeout_seconds)
+        return 1.0 if answer is True else 0.0  # TIMED_OUT or IsolatedError: a wrong answer
+
+
+def _math_verify_worker(timeout_seconds: int) -> IsolatedFunction:
+    """One worker process per time limit; its hard deadline covers the three stages plus slack."""
+    with _WORKERS_LOCK:
+        if timeout_seconds not in _WORKERS:
+            _WORKERS[timeout_seconds] = IsolatedFunction(
+                "catsim.llm.tasks.math_file:math_verify_match", deadline=3 * timeout_seconds + 2.0)
+        return _WORKERS[timeout_seconds]
+
+
+_WORKERS: dict[int, IsolatedFunction] = {}
+_WORKERS_LOCK = threading.Lock()
+
+
+def math_verify_match(gold_latex: str, text: str, timeout_seconds: int) -> bool:
+    """math-verify's verdict on `text` against the gold answer; runs inside the worker process.
+
+    Each stage (parse gold, parse prediction, compare) has math-verify's own signal time limit (the
+    worker calls this from its main thread); the parent's hard deadline covers what signals cannot
+    interrupt. Any failure on untrusted text is a wrong answer.
+    """
+    mv = _math_verify()
+    try:
+        gold = mv.parse(gold_latex, parsing_timeout=timeout_seconds)
+        pred = mv.parse(text, parsing_timeout=timeout_seconds)
+        return bool(gold and pred and mv.verify(gold, pred, timeout_seconds=timeout_seconds))
+    except Exception:  # noqa: BLE001 - untrusted text: any verifier failure scores 0
+        return False
 
 
 def _as_latex(reference: str) -> str:
