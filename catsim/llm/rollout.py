@@ -245,7 +245,8 @@ def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list
     for row, (pi, si, _) in enumerate(rows):
         length = int(out.lengths_B[row])
         ids = tuple(int(t) for t in out.tokens_BxN[row, :length])
-        completions.append(Completion(pi, si, tokenizer.decode(ids), ids,
-                                      float(out.logprobs_BxN[row, :length].sum()),
-                                      bool(out.finished_B[row])))
+        finished = bool(out.finished_B[row])
+        text_ids = ids[:-1] if finished else ids  # the stop token ends the text; `tokens` keeps it
+        completions.append(Completion(pi, si, tokenizer.decode(text_ids), ids,
+                                      float(out.logprobs_BxN[row, :length].sum()), finished))
     return completions
