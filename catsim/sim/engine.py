@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import NamedTuple
 
 import jax
@@ -356,3 +357,22 @@ def shard_runs(*arrays):
     mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
     spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
     return tuple(jax.device_put(a, spec) for a in arrays)
+
+
+def use_cpu_cores(count: int | None = None) -> int:
+    """Expose `count` CPU cores (default: all of them) as JAX host devices, so that `shard_runs`
+    keeps every core busy (XLA's CPU backend runs one program on about one core).
+
+    Call it before JAX's first operation (the CLI's `sweep` and `simulate` do). It changes
+    nothing when JAX is already running, when the user already set the host device count
+    (XLA_FLAGS or `jax_num_cpu_devices`), or when `count` <= 1. Returns the number of devices JAX will use.
+    """
+    count = (os.cpu_count() or 1) if count is None else count
+    flags = os.environ.get("XLA_FLAGS", "")
+    user_set = jax.config.jax_num_cpu_devices > 0 or "xla_force_host_platform_device_count" in flags
+    if count > 1 and not user_set:
+        try:
+            jax.config.update("jax_num_cpu_devices", int(count))
+        except RuntimeError:  # backends already initialised: keep what JAX has
+            pass
+    return len(jax.devices())
