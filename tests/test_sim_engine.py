@@ -139,3 +139,27 @@ def test_bad_configurations_fail_clearly(make, match):
     with pytest.raises(CatsimError, match=match) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+def test_shared_group_size_program_is_bit_identical():
+    """One program for several N (engine.program_group_size) gives the per-N program's bits."""
+    from catsim.sim import sweep
+
+    base = dataclasses.replace(SMALL, steps=6, log_every=3)
+    for n in (3, 16):
+        cfg = dataclasses.replace(base, group_size=n)
+        assert engine.program_group_size(cfg) == engine.SHARED_GROUP_SIZE_BOUNDS[0] > n
+        shared = sweep.run_cell(cfg, (0.0, 1.0), (0, 5))
+        keys = engine.run_keys([0, 5, 0, 5])
+        gammas = jnp.array([0.0, 0.0, 1.0, 1.0])
+        lrs = jnp.full(4, cfg.update.learning_rate)
+        init, chunk = engine.make_batched_chunked(cfg, 2)  # the program compiled for this N
+        _, recs = chunk(engine.make_constants(cfg), init(engine.make_constants(cfg), lrs), keys,
+                        gammas, lrs, 0)
+        for name in metrics.ALL_METRICS:
+            np.testing.assert_array_equal(shared[name][:, :, 1:].reshape(4, -1),
+                                          np.asarray(recs[name]))
+    # A configuration that needs N statically keeps its own program.
+    recompose = dataclasses.replace(base, update=C.UpdateConfig(asym_recompose=True))
+    assert engine.program_group_size(recompose) == recompose.group_size
+    assert engine.program_group_size(dataclasses.replace(base, group_size=16384)) == 16384
