@@ -163,3 +163,21 @@ def test_shared_group_size_program_is_bit_identical():
     recompose = dataclasses.replace(base, update=C.UpdateConfig(asym_recompose=True))
     assert engine.program_group_size(recompose) == recompose.group_size
     assert engine.program_group_size(dataclasses.replace(base, group_size=16384)) == 16384
+
+
+def test_use_cpu_cores_before_and_after_jax_starts():
+    """`use_cpu_cores` adds host devices before JAX starts and leaves a running JAX alone
+    (a subprocess: the device count is fixed when JAX starts)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("from catsim.sim.engine import use_cpu_cores; "
+              "print(use_cpu_cores(2), use_cpu_cores(3))")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"PYTHONPATH": root}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2].strip() == "2 2"
