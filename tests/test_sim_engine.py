@@ -139,3 +139,45 @@ def test_bad_configurations_fail_clearly(make, match):
     with pytest.raises(CatsimError, match=match) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+def test_shared_group_size_program_is_bit_identical():
+    """One program for several N (engine.program_group_size) gives the per-N program's bits."""
+    from catsim.sim import sweep
+
+    base = dataclasses.replace(SMALL, steps=6, log_every=3)
+    for n in (3, 16):
+        cfg = dataclasses.replace(base, group_size=n)
+        assert engine.program_group_size(cfg) == engine.SHARED_GROUP_SIZE_BOUNDS[0] > n
+        shared = sweep.run_cell(cfg, (0.0, 1.0), (0, 5))
+        keys = engine.run_keys([0, 5, 0, 5])
+        gammas = jnp.array([0.0, 0.0, 1.0, 1.0])
+        lrs = jnp.full(4, cfg.update.learning_rate)
+        init, chunk = engine.make_batched_chunked(cfg, 2)  # the program compiled for this N
+        _, recs = chunk(engine.make_constants(cfg), init(engine.make_constants(cfg), lrs), keys,
+                        gammas, lrs, 0)
+        for name in metrics.ALL_METRICS:
+            np.testing.assert_array_equal(shared[name][:, :, 1:].reshape(4, -1),
+                                          np.asarray(recs[name]))
+    # A configuration that needs N statically keeps its own program.
+    recompose = dataclasses.replace(base, update=C.UpdateConfig(asym_recompose=True))
+    assert engine.program_group_size(recompose) == recompose.group_size
+    assert engine.program_group_size(dataclasses.replace(base, group_size=16384)) == 16384
+
+
+def test_use_cpu_cores_before_and_after_jax_starts():
+    """`use_cpu_cores` adds host devices before JAX starts and leaves a running JAX alone
+    (a subprocess: the device count is fixed when JAX starts)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("from catsim.sim.engine import use_cpu_cores; "
+              "print(use_cpu_cores(2), use_cpu_cores(3))")
+    root = str(Path(__file__).resolve().parents[1])
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"} | {"PYTHONPATH": root}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[-2].strip() == "2 2"

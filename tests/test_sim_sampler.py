@@ -89,3 +89,17 @@ def test_search_right_equals_searchsorted_under_vmap():
     nested = jax.vmap(jax.vmap(sampler.search_right), in_axes=(None, 0))(cdf, jnp.stack([u, u]))
     np.testing.assert_array_equal(np.asarray(nested), np.stack([want, want]))
     np.testing.assert_array_equal(np.asarray(sampler.search_right(cdf[1], u[1])), want[1])
+
+
+@pytest.mark.parametrize("method", ["blocked", "inverse_cdf"])
+def test_num_draws_counts_the_first_draws(method):
+    """`num_draws=n` of a longer draw = the counts of a group of n (same key): one program can
+    serve every group size up to its static N (engine.program_group_size)."""
+    p = jnp.asarray(_probs())
+    draw = jax.jit(sampler.sample_counts, static_argnums=(2, 3, 4))
+    for n in (1, 7, 64):
+        key = jax.random.key(n)
+        short = draw(key, p, n, method, 8)
+        long = draw(key, p, 64, method, 8, jnp.int32(n))
+        np.testing.assert_array_equal(np.asarray(long), np.asarray(short))
+        assert float(long.sum()) == n

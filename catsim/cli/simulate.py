@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -22,6 +23,10 @@ def register(subparsers) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="table (default) or one JSON object per line per (N, γ, seed)")
     parser.add_argument("--progress", action="store_true", help="progress bar on stderr")
+    parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
+                        help="split runs over all local devices (default on; same results)")
+    parser.add_argument("--cpu-devices", type=int, default=None,
+                        help="CPU cores to use as JAX devices (default: all; 1 = one device)")
     parser.add_argument("--save", default=None, help="also write all recorded metrics to this .npz")
     add_config_arguments(parser)
     parser.set_defaults(func=run)
@@ -29,6 +34,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from catsim.errors import CatsimError
+    from catsim.sim.engine import use_cpu_cores
     from catsim.sim.sweep import simulate
 
     cfg = config_from_args(args)
@@ -37,8 +43,10 @@ def run(args) -> int:
     if args.seeds is None and args.seed < 0:
         raise CatsimError(f"--seed must be >= 0, got {args.seed}")
     seeds = args.seeds if args.seeds is not None else [args.seed]
+    if args.shard:
+        use_cpu_cores(args.cpu_devices)
     results = simulate(cfg, group_sizes=group_sizes(args.n), gammas=gammas(args.gamma),
-                       seeds=seeds, progress=args.progress)
+                       seeds=seeds, progress=args.progress, shard=args.shard)
     if args.save:
         results.save(args.save)
     method = results.methods[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,11 @@ def register(subparsers) -> None:
     parser.add_argument("--figure-name", default=None, help="file name (default fig2_<method>.png)")
     parser.add_argument("--no-resume", action="store_true", help="recompute every cell")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    parser.add_argument("--shard", action="store_true", help="split runs over all local devices")
+    parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
+                        help="split each cell's runs over all local devices (default on; "
+                             "results are bit-identical either way)")
+    parser.add_argument("--cpu-devices", type=int, default=None,
+                        help="CPU cores to use as JAX devices (default: all; 1 = one device)")
     add_config_arguments(parser)
     parser.set_defaults(func=run, log_every=10)
 
@@ -32,8 +37,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from catsim.plots.fig2 import plot_fig2
     from catsim.sim.config import SCENARIO_GRIDS
+    from catsim.sim.engine import use_cpu_cores
     from catsim.sim.sweep import format_table, sweep
 
+    if args.shard:
+        use_cpu_cores(args.cpu_devices)
     cfg = config_from_args(args)
     sizes = group_sizes(args.n) if args.n else list(SCENARIO_GRIDS[args.scenario])
     out = Path(args.out or f"runs/sweep-{args.scenario}")

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import NamedTuple
 
 import jax
@@ -208,27 +209,32 @@ def _nan_group():
     return {name: jnp.float32(jnp.nan) for name in metrics.GROUP_METRICS}
 
 
-def _draw(update: UpdateConfig, method: str, n: int, key, p_V, correct_V):
-    """Counts of one group (DAPO dynamic sampling: redraw all-equal groups, capped). -> (c_V, draws)."""
-    counts = sampler.sample_counts(key, p_V, n, method)
+def _draw(update: UpdateConfig, method: str, n: int, key, p_V, correct_V, num_draws=None):
+    """Counts of one group (DAPO dynamic sampling: redraw all-equal groups, capped). -> (c_V, draws).
+
+    n: static number of draws; num_draws: optional traced group size <= n (`sampler.sample_counts`).
+    """
+    sample = functools.partial(sampler.sample_counts, group_size=n, method=method,
+                               num_draws=num_draws)
+    size = n if num_draws is None else num_draws
+    counts = sample(key, p_V)
     if not update.dynamic_sampling:
         return counts, jnp.float32(1.0)
 
     def cond(val):
         c, tries = val
         x = jnp.sum(jnp.where(correct_V, c, 0.0))
-        return ((x == 0) | (x == n)) & (tries < update.max_resamples)
+        return ((x == 0) | (x == size)) & (tries < update.max_resamples)
 
     def body(val):
         _, tries = val
-        redraw = sampler.sample_counts(jax.random.fold_in(key, tries + 1), p_V, n, method)
-        return redraw, tries + 1
+        return sample(jax.random.fold_in(key, tries + 1), p_V), tries + 1
 
     counts, tries = jax.lax.while_loop(cond, body, (counts, jnp.int32(0)))
     return counts, (tries + 1).astype(jnp.float32)
 
 
-def make_chunked(config: SimConfig, records_per_chunk: int):
+def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False):
     """Pure per-run functions for a host loop over chunks of `records_per_chunk · log_every` steps:
 
       init(constants, learning_rate) -> State
@@ -236,23 +242,30 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
           metrics: name -> [records_per_chunk], recorded after steps
           (first_record + i + 1)·log_every, i = 0 … records_per_chunk − 1.
 
+    With `shared_group_size` the group size is a traced argument instead, so one compiled program
+    serves every N <= config.group_size (`can_share_group_size`; counts are identical):
+      chunk(constants, state, key, gamma, learning_rate, first_record, group_size)
+
     The key of step t is fold_in(run_key, t), so results do not depend on the chunking.
     """
     update = config.update
     n = config.group_size
     method = sampler.choose_sampler(config.sampler, n)
     k = config.log_every
+    if shared_group_size and not can_share_group_size(config):
+        raise CatsimError("this configuration needs a static group size (asym_recompose)")
 
     def init(consts: Constants, learning_rate) -> State:
         tx = make_optimizer(update, learning_rate)
         return State(consts.z0, jax.nn.log_softmax(consts.z0), tx.init(consts.z0), _nan_group())
 
-    def step(consts, tx, schedule, with_group: bool, state: State, t):
+    def step(consts, tx, schedule, with_group: bool, num_draws, state: State, t):
         key, step_index = t
         p_V = jnp.exp(state.logp)
-        counts_V, draws = _draw(update, method, n, key, p_V, consts.correct)
+        counts_V, draws = _draw(update, method, n, key, p_V, consts.correct, num_draws)
+        size = n if num_draws is None else num_draws
         # The curriculum schedule reads this group's success rate; the others only the step.
-        gamma_t = schedule(step_index, jnp.sum(jnp.where(consts.correct, counts_V, 0.0)) / n)
+        gamma_t = schedule(step_index, jnp.sum(jnp.where(consts.correct, counts_V, 0.0)) / size)
         z_V, opt_state, (mu_hat, g, active) = apply_update(
             update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t, n
         )
@@ -269,12 +282,16 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
         }
         return State(z_V, logp_V, opt_state, group), None
 
-    def chunk(consts: Constants, state: State, key, gamma, learning_rate, first_record):
+    def chunk(consts: Constants, state: State, key, gamma, learning_rate, first_record,
+              group_size=None):
+        if shared_group_size and group_size is None:
+            raise CatsimError("a shared-group-size chunk needs its group_size argument")
+        num_draws = group_size if shared_group_size else None
         tx = make_optimizer(update, learning_rate)
         schedule = dataclasses.replace(update.gamma, gamma=gamma)
         p0_V = jax.nn.softmax(consts.z0)
-        plain = functools.partial(step, consts, tx, schedule, False)
-        last = functools.partial(step, consts, tx, schedule, True)
+        plain = functools.partial(step, consts, tx, schedule, False, num_draws)
+        last = functools.partial(step, consts, tx, schedule, True, num_draws)
 
         def record(state, r):
             steps = r * k + jnp.arange(k)
@@ -287,6 +304,36 @@ def make_chunked(config: SimConfig, records_per_chunk: int):
         return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))
 
     return init, chunk
+
+
+# Group sizes that share one compiled program (`program_group_size`): every N up to a bound runs
+# the program of the bound, drawing bound-many uniforms and counting the first N. The bounds keep
+# the wasted draws small against the compile time they save (≈ 4 s CPU per program; a blocked
+# draw costs ≈ 1.5 µs, an inverse-CDF draw ≈ 0.1 µs): N = 2…64, 128…512, 1024–2048 and
+# 4096–8192 share one program each; larger N (where draws dominate a step) get their own.
+SHARED_GROUP_SIZE_BOUNDS = (64, sampler.AUTO_BLOCKED_MAX_N, 2048, 8192)
+
+
+def can_share_group_size(config: SimConfig) -> bool:
+    """True when one program may serve several group sizes with identical results: the draws of a
+    key must be a prefix of a longer draw (JAX's default partitionable Threefry) and no part of
+    the update may need N statically (asym_recompose does)."""
+    return (not config.update.asym_recompose
+            and bool(jax.config.jax_threefry_partitionable)
+            and jax.config.jax_default_prng_impl == "threefry2x32")
+
+
+def program_group_size(config: SimConfig) -> int:
+    """The static group size of the program that runs `config`: the smallest bound in
+    SHARED_GROUP_SIZE_BOUNDS >= N that uses the same sampler as N, else N itself."""
+    n = config.group_size
+    if not can_share_group_size(config):
+        return n
+    method = sampler.choose_sampler(config.sampler, n)
+    for bound in SHARED_GROUP_SIZE_BOUNDS:
+        if n <= bound and sampler.choose_sampler(config.sampler, bound) == method:
+            return bound
+    return n
 
 
 def initial_metrics(consts: Constants) -> dict:
@@ -314,12 +361,16 @@ def make_batched_run(config: SimConfig):
     return jax.jit(jax.vmap(make_run(config), in_axes=(None, 0, 0, 0)))
 
 
-def make_batched_chunked(config: SimConfig, records_per_chunk: int):
+def make_batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False):
     """Jitted, vmapped (init, chunk) of `make_chunked`: run axis R first in every per-run input.
 
     Cached per (config without its label, records_per_chunk), so repeated cells reuse the
-    compiled programs."""
-    return _batched_chunked(dataclasses.replace(config, method=""), records_per_chunk)
+    compiled programs. With `shared_group_size` the program is that of `program_group_size(config)`
+    and `chunk` takes the group size N as a last (unbatched) argument."""
+    config = dataclasses.replace(config, method="")
+    if shared_group_size:
+        config = dataclasses.replace(config, group_size=program_group_size(config))
+    return _batched_chunked(config, records_per_chunk, shared_group_size)
 
 
 # XLA CPU backend optimisation level of the chunk program. Level 1 instead of the default
@@ -330,11 +381,12 @@ CHUNK_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1}
 
 
 @functools.lru_cache(maxsize=64)
-def _batched_chunked(config: SimConfig, records_per_chunk: int):
-    init, chunk = make_chunked(config, records_per_chunk)
+def _batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False):
+    init, chunk = make_chunked(config, records_per_chunk, shared_group_size)
+    in_axes = (None, 0, 0, 0, 0, None) + ((None,) if shared_group_size else ())
     return (
         jax.jit(jax.vmap(init, in_axes=(None, 0))),
-        jax.jit(jax.vmap(chunk, in_axes=(None, 0, 0, 0, 0, None)), donate_argnums=(1,),
+        jax.jit(jax.vmap(chunk, in_axes=in_axes), donate_argnums=(1,),
                 compiler_options=CHUNK_COMPILER_OPTIONS),
     )
 
@@ -356,3 +408,22 @@ def shard_runs(*arrays):
     mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
     spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
     return tuple(jax.device_put(a, spec) for a in arrays)
+
+
+def use_cpu_cores(count: int | None = None) -> int:
+    """Expose `count` CPU cores (default: all of them) as JAX host devices, so that `shard_runs`
+    keeps every core busy (XLA's CPU backend runs one program on about one core).
+
+    Call it before JAX's first operation (the CLI's `sweep` and `simulate` do). It changes
+    nothing when JAX is already running, when the user already set the host device count
+    (XLA_FLAGS or `jax_num_cpu_devices`), or when `count` <= 1. Returns the number of devices JAX will use.
+    """
+    count = (os.cpu_count() or 1) if count is None else count
+    flags = os.environ.get("XLA_FLAGS", "")
+    user_set = jax.config.jax_num_cpu_devices > 0 or "xla_force_host_platform_device_count" in flags
+    if count > 1 and not user_set:
+        try:
+            jax.config.update("jax_num_cpu_devices", int(count))
+        except RuntimeError:  # backends already initialised: keep what JAX has
+            pass
+    return len(jax.devices())

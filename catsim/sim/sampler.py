@@ -125,7 +125,8 @@ def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOC
     return jnp.minimum(idx_N, _last_positive(p_V)).astype(jnp.int32)
 
 
-def sample_counts(key, p_V, group_size: int, method: str = "auto", block_size: int = BLOCK_SIZE):
+def sample_counts(key, p_V, group_size: int, method: str = "auto", block_size: int = BLOCK_SIZE,
+                  num_draws=None):
     """Counts c_V ~ Multinomial(N, p / Σp): how often each action was drawn in a group of N.
 
     Args:
@@ -134,11 +135,19 @@ def sample_counts(key, p_V, group_size: int, method: str = "auto", block_size: i
       group_size: N >= 1, a Python int (it fixes the number of draws).
       method: "auto", "blocked" or "inverse_cdf" (module docstring).
       block_size: K, actions per block.
+      num_draws: optional traced int n <= N: count only the first n of the N draws. The first n
+        uniforms of a key do not depend on N (JAX's partitionable Threefry), so the counts equal
+        those of `sample_counts(key, p_V, n, method)` exactly; one compiled program then serves
+        every group size up to N (the sweep uses this to compile fewer programs).
 
     Returns:
-      [V] float32 counts (whole numbers), summing to N.
+      [V] float32 counts (whole numbers), summing to N (to n with `num_draws`).
     """
     method = choose_sampler(method, group_size)
     draw = sample_actions_blocked if method == "blocked" else sample_actions_inverse_cdf
     actions_N = draw(key, p_V, group_size, block_size)
-    return jnp.zeros(p_V.shape, p_V.dtype).at[actions_N].add(1.0)
+    if num_draws is None:
+        weights_N = 1.0
+    else:
+        weights_N = (jnp.arange(group_size) < num_draws).astype(p_V.dtype)
+    return jnp.zeros(p_V.shape, p_V.dtype).at[actions_N].add(weights_N)

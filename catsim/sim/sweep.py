@@ -74,12 +74,16 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
         keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
     num_records = config.steps // config.log_every
     per_chunk = _records_per_chunk(num_records, config.log_every)
-    init, chunk = engine.make_batched_chunked(config, per_chunk)
+    # One compiled program serves several N (engine.program_group_size): identical counts, fewer
+    # compilations in a sweep.
+    shared = engine.can_share_group_size(config)
+    init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared)
+    extra = (jnp.int32(config.group_size),) if shared else ()
     consts = engine.make_constants(config)
     state = init(consts, lr_R)
     parts = []
     for c in range(num_records // per_chunk):
-        state, recs = chunk(consts, state, keys, gamma_R, lr_R, c * per_chunk)
+        state, recs = chunk(consts, state, keys, gamma_R, lr_R, c * per_chunk, *extra)
         parts.append(jax.device_get(recs))
         if progress is not None:
             progress.update(per_chunk * config.log_every * len(runs))
