@@ -111,7 +111,7 @@ def test_compare_quick_end_to_end(tmp_path, capsys):
     assert code == 0
     printed = capsys.readouterr().out
     assert "| GRPO N=4 |" in printed and "by difficulty level" in printed and "Convergence" in printed
-    for name in ("report.md", "comparison.png", "passk_curves.png", "training_dynamics.png"):
+    for name in ("report.md", "results.json", "comparison.png", "passk_curves.png", "training_dynamics.png"):
         assert (pub / name).stat().st_size > 0
     results = json.loads((out / "results.json").read_text())
     tr = results["tasks"]["maze"]
@@ -142,3 +142,34 @@ def test_paired_tests_pair_asym_grpo_with_grpo():
     assert pairs == [("GRPO N=8", "F-GRPO γ=0.5 N=8", 0), ("GRPO N=8", "asym-GRPO N=8", 0)]  # s1 has no GRPO
     asym = next(t for t in tests if t["b"] == "asym-GRPO N=8" and t["k"] == 1)
     assert asym["delta"] == pytest.approx(((1 - 0) + (6 - 2)) / 8 / 4)  # pass@1 = c/n, mean over 4 prompts
+
+
+def test_published_comparison_is_what_the_code_computes():
+    """figures/asym-grpo holds the CPU-scale comparison (`catsim llm compare --out runs/asym-compare
+    --publish figures/asym-grpo`, docs/asymmetric-grpo.md §10). Its numbers are recomputed here
+    from the stored per-prompt counts with the one pass@k estimator and the task's own levels, and
+    the published report must be exactly what `render_report` writes for its results.json."""
+    from pathlib import Path
+
+    from catsim.llm.tasks import make_task
+
+    root = Path(__file__).resolve().parents[1] / "figures" / "asym-grpo"
+    results = json.loads((root / "results.json").read_text())
+    assert (root / "report.md").read_text() == render_report(results)
+    pc = results["config"]
+    tr = results["tasks"]["maze"]
+    task = make_task("maze", **pc["tasks"][0]["options"])
+    levels = [task.level(task.prompt("heldout", pc["data_seed"], i)) for i in range(pc["eval_prompts"])]
+    n = pc["eval_n"]
+    for entry in [tr["base"], *[e["eval"] for e in tr["runs"].values()]]:
+        for k in pc["ks"]:
+            assert entry["pass_at_k"][str(k)] == pytest.approx(metrics.pass_at_k(n, entry["num_correct"], k).mean(),
+                                                               abs=1e-12)
+    for entry in tr["runs"].values():
+        table = metrics.passk_by_level(n, entry["eval"]["num_correct"], levels, pc["ks"])
+        for level, cell in table.items():
+            assert entry["levels"][str(level)]["prompts"] == cell["prompts"]
+            for k, value in cell["pass_at_k"].items():
+                assert entry["levels"][str(level)]["pass_at_k"][str(k)] == pytest.approx(value, abs=1e-12)
+    assert sorted(tr["runs"]) == sorted(f"{s.split(':')[0]}:{s.split(':')[1]}:s{seed}"
+                                        for s in pc["runs"] for seed in pc["seeds"])

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from catsim.cli.llm.pipeline import add_pipeline_options, base_models_from_args, config_from_args
 
-PUBLISHED = ("report.md", "comparison.png", "passk_curves.png", "training_dynamics.png")
+PUBLISHED = ("report.md", "results.json", "comparison.png", "passk_curves.png", "training_dynamics.png")
 
 
 def register(subparsers) -> None:
