@@ -330,6 +330,7 @@ def _seed_cell(values, digits: int = 3) -> str:
     s = _summ(values)
     if s["mean"] is None:
         return "–"
+    s = {k: (0.0 if v is not None and abs(v) < 1e-12 else v) for k, v in s.items()}  # no "-0.000"
     if len([v for v in values if v is not None]) == 1:
         return _fmt(s["mean"], digits)
     return f"{s['mean']:.{digits}f} [{s['min']:.{digits}f} – {s['max']:.{digits}f}]"
@@ -440,8 +441,7 @@ def _comparison_sections(tr: dict, pc: dict, groups: dict) -> list:
                     continue
                 by_seed = {e["seed"]: e for e in groups[ref]}
                 pairs = [(e, by_seed[e["seed"]]) for e in entries if e["seed"] in by_seed]
-                row = [_seed_cell([round(_at(_at(a["levels"], lv)["pass_at_k"], k)
-                                         - _at(_at(b["levels"], lv)["pass_at_k"], k), 12) + 0.0  # no "-0.000"
+                row = [_seed_cell([_at(_at(a["levels"], lv)["pass_at_k"], k) - _at(_at(b["levels"], lv)["pass_at_k"], k)
                                    for a, b in pairs]) for lv in levels]
                 lines.append(f"| Δ {label} − {ref} | " + " | ".join(row) + " |")
     if 10 in tr["base"]["ks"] or "10" in tr["base"]["ks"]:

@@ -590,7 +590,9 @@ def stagnation_warning(
         hist = [float(x) for x in pass_at_k]
         if len(hist) < window + 1 or max(hist[-window:]) - hist[-window - 1] >= min_gain:
             return ()
+    frozen = "" if pass_at_k is None else f" and pass@k has not improved over the last {window} values"
     return (
-        f"exploration stagnation: temperature reached its floor {tau_min:g} at step {step} of "
-        f"{total_steps}; consider a longer cosine period (fraction=0.5)",
+        f"exploration stagnation: temperature at its floor {tau_min:g} at step {step} of "
+        f"{total_steps} (before {early_fraction:.0%} of training){frozen}; consider a longer cosine "
+        "period (fraction=0.5)",
     )
