@@ -135,11 +135,11 @@ def test_the_rl_loop_logs_and_prints_both_warnings(tmp_path, capsys):
     from llm_rl_helpers import make_base_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
-    # GRPO with the article's cosine schedule (the safeguards do not depend on the other components;
-    # fewer of them = fewer compilations): over 5% of 14 steps, τ_min from step index 1; 50% of 14 = 7;
-    # the pass@k window of 5 makes index 5 the earliest stagnation
+    # GRPO with a cosine schedule whose floor τ_min equals τ_max = 1 (the safeguards do not depend on
+    # the other components, and one sampling temperature = one compilation): the temperature is at
+    # its floor from step 0; 50% of 14 = 7; the pass@k window of 5 makes index 5 the earliest stagnation
     cfg = RLConfig(method="grpo", temperature_schedule="cosine", steps=14, prompts_per_step=2, group_size=4,
-                   max_new_tokens=3, learning_rate=1e-2, score_truncated=True, temperature_fraction=0.05,
+                   max_new_tokens=3, learning_rate=1e-2, score_truncated=True, temperature_min=1.0,
                    heldout_every=1, heldout_prompts=8)
     task = CollapsingToy()
     result = rl.run_rl(tmp_path / "base", tmp_path / "run", cfg, task=task, progress=False, stop_after=6,
