@@ -4,7 +4,7 @@ pass@k by level, the article's `--k 10` lines, paired tests, safeguard warnings;
 
 It is `catsim llm pipeline` with `PipelineConfig.compare()` (every pipeline option applies):
 
-    catsim llm compare --out runs/asym-compare --publish figures/asym-grpo   # CPU scale, ~1 h on 2 cores
+    catsim llm compare --out runs/asym-compare --publish figures/asym-grpo   # CPU scale: ~12 min warm-up + ~15 min
     catsim llm compare --out runs/asym-smoke --quick                          # seconds per run, numbers mean nothing
 """
 
