@@ -363,6 +363,8 @@ def test_stagnation_warning():
     assert len(asym.stagnation_warning(100, 1000, 0.2, 0.2)) == 1
     assert asym.stagnation_warning(600, 1000, 0.2, 0.2) == ()  # late enough
     assert asym.stagnation_warning(100, 1000, 0.5, 0.2) == ()  # not at the floor
+    assert len(asym.stagnation_warning(100, 1000, float(np.float32(0.2)), 0.2)) == 1  # float32 schedule value
+    assert asym.stagnation_warning(100, 1000, 0.2001, 0.2) == ()
     flat = [0.5, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6]
     rising = [0.5, 0.6, 0.61, 0.62, 0.63, 0.64, 0.65]
     assert len(asym.stagnation_warning(100, 1000, 0.2, 0.2, pass_at_k=flat)) == 1

@@ -151,3 +151,55 @@ def test_reward_rejects_near_misses(k):
     # reaching G and walking back and forth is not the target (a revisit)
     back = {"U": "D", "D": "U", "L": "R", "R": "L"}[target[-1]]
     assert TASK.reward(prompt, target + back + target[-1]) == 0.0
+
+
+# --- difficulty levels (issue 9: accuracy by maze size) ---
+
+
+def test_levels_draw_every_size_and_report_it():
+    task = make_task("maze", sizes=[5, 7, 9, 11, 13], n_heldout=60)  # a JSON list, as from a task file
+    assert task.config.sizes == (5, 7, 9, 11, 13) and hash(task.config)  # hashable (the split cache)
+    assert task.num_levels == 5 and task.max_answer_chars == 11 * 11 - 1
+    seen = collections.Counter()
+    for prompt in task.prompts("heldout", 0):
+        rows, start, goal = grid.parse(prompt.text)
+        level = task.level(prompt)
+        assert len(rows) + 2 == (5, 7, 9, 11, 13)[level - 1] and len(rows[0]) == len(rows)
+        if level <= 3:  # exhaustive search is cheap enough up to size 9
+            assert all_simple_paths(rows, start, goal) == [prompt.answers[0]]
+        assert task.reward(prompt, prompt.answers[0]) == 1.0
+        seen[level] += 1
+    assert set(seen) == {1, 2, 3, 4, 5}
+    # uniform over 5 levels: each count of 60 is Binomial(60, 0.2) (mean 12, sd 3.1); 2..24 is ±3.2 sd
+    assert all(2 <= c <= 24 for c in seen.values())
+    train = [task.prompt("train", 0, i) for i in range(40)]
+    assert {task.level(p) for p in train} == {1, 2, 3, 4, 5}
+
+
+def test_without_levels_instances_are_unchanged_and_level_is_one():
+    plain = MazeTask(MazeConfig(size=7, n_heldout=4))
+    one = MazeTask(MazeConfig(size=7, n_heldout=4, sizes=()))
+    assert [p.text for p in plain.prompts("heldout", 0)] == [p.text for p in one.prompts("heldout", 0)]
+    assert plain.num_levels == 1 and plain.level(plain.prompt("train", 0, 3)) == 1
+    single = make_task("maze", sizes=[7], n_heldout=4)  # one level: a size draw is spent, level 1
+    assert {single.level(p) for p in single.prompts("heldout", 0)} == {1}
+    other = make_task("maze", sizes=[5, 9], n_heldout=4)
+    with pytest.raises(CatsimError, match="not one of the levels"):
+        other.level(plain.prompt("train", 0, 0))
+
+
+@pytest.mark.parametrize("sizes", [[5, 8], [3], [5, 5], "5,7", [5, "7"]])
+def test_bad_levels(sizes):
+    with pytest.raises(CatsimError):
+        make_task("maze", sizes=sizes)
+
+
+def test_sizes_on_the_command_line():
+    import argparse
+
+    from catsim.cli.llm._task_args import add_task_arguments, task_options
+
+    parser = argparse.ArgumentParser()
+    add_task_arguments(parser, required=False)
+    args = parser.parse_args(["--task", "maze", "--sizes", "5,7,9"])
+    assert task_options(args) == {"sizes": (5, 7, 9)}

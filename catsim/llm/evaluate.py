@@ -183,13 +183,16 @@ def delta_nll_rare(policy: Policy, rare: RareSet, batch_size: int = 256) -> floa
 
 
 # ----------------------------------------------------------------------------- answer mass
-def _answer_logprob_fn(policy: Policy, row_multiple: int = 8):
-    """`answer_mass.LogProbFn` by teacher forcing with `policy` (rows padded to a multiple)."""
+def _answer_logprob_fn(policy: Policy, row_multiple: int = 8, width_multiple: int = 32):
+    """`answer_mass.LogProbFn` by teacher forcing with `policy` (rows and sequence width padded to
+    multiples, so prompts of varying length share a few compiled shapes; the padding is masked and,
+    the model being causal, cannot change the real positions)."""
     fn = _logp_fn(policy.cfg)
 
     def logprob_fn(prompt_ids, completions):
         p = len(prompt_ids)
-        width = p + max(len(c) for c in completions)
+        need = p + max(len(c) for c in completions)
+        width = max(need, min(-(-need // width_multiple) * width_multiple, policy.cfg.max_position_embeddings))
         rows = -(-len(completions) // row_multiple) * row_multiple
         tokens = np.zeros((rows, width), np.int32)
         real = np.zeros((rows, width), bool)

@@ -12,6 +12,9 @@ Shapes: `num_correct_P` is c_p, the number of correct samples among n drawn for 
   the two models, and recomputes mean pass@k; the number of correct samples in such a draw is
   hypergeometric(c, n − c, m), so no sample list is needed.
 - `active_fraction_prediction(μ, N)`: Lemma 3.1's Pr(active) = 1 − μ^N − (1 − μ)^N.
+- `passk_by_level(n, c, levels, ks)`: mean pass@k over the prompts of each difficulty level.
+- `steps_to_target(values, target, window)`: the first step whose trailing mean reaches a target
+  (convergence speed from a per-step training curve).
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ __all__ = [
     "bootstrap_interval",
     "paired_subsample_test",
     "active_fraction_prediction",
+    "passk_by_level",
+    "steps_to_target",
 ]
 
 
@@ -142,3 +147,43 @@ def active_fraction_prediction(success_rate, group_size: int) -> np.ndarray:
     if not np.all(np.isfinite(mu)):
         raise CatsimError("success rates must lie in [0, 1]")
     return np.asarray(active_probability(np.full(mu.shape, float(group_size)), mu))
+
+
+def passk_by_level(n: int, num_correct_P, levels_P, ks) -> dict:
+    """Mean unbiased pass@k over the prompts of each difficulty level.
+
+    Args:
+      n: samples per prompt; num_correct_P: correct samples per prompt [P]; levels_P: level of
+      each prompt [P] (any integers); ks: k values, each in [1, n].
+
+    Returns:
+      {level: {"prompts": count, "pass_at_k": {k: mean pass@k}}}, levels ascending.
+    """
+    c = _check_counts(n, num_correct_P)
+    lv = np.asarray(levels_P)
+    if c.ndim != 1 or lv.shape != c.shape or c.size == 0:
+        raise CatsimError("passk_by_level needs equal-length, non-empty 1-D counts and levels")
+    out = {}
+    for level in sorted({int(x) for x in lv}):
+        sel = c[lv == level]
+        out[level] = {"prompts": int(sel.size),
+                      "pass_at_k": {int(k): float(pass_at_k(n, sel, int(k)).mean()) for k in ks}}
+    return out
+
+
+def steps_to_target(values, target: float, window: int = 1) -> int | None:
+    """The first 1-based step s ≥ window with mean(values[s − window : s]) ≥ target; None if none.
+
+    `values` is a per-step curve (e.g. mean training reward of RL steps 1, 2, …); the trailing
+    mean over `window` steps keeps one lucky batch from counting as convergence.
+    """
+    v = np.asarray(values, np.float64)
+    if v.ndim != 1 or not np.all(np.isfinite(v)):
+        raise CatsimError("steps_to_target needs a 1-D curve of finite values")
+    if isinstance(window, bool) or int(window) != window or window < 1:
+        raise CatsimError(f"window must be a whole number >= 1, got {window!r}")
+    if v.size < window:
+        return None
+    means = np.convolve(v, np.ones(int(window)) / window, mode="valid")  # means[i] ends at step i + window
+    hit = np.flatnonzero(means >= target - 1e-12)
+    return int(hit[0]) + int(window) if hit.size else None

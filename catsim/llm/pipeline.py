@@ -10,8 +10,14 @@ Compute is matched across group sizes: every step samples `rollouts_per_step` ro
 rollouts_per_step / N prompts (at least one).
 
 Files: <out>/<task>/base (warm-up model), <out>/<task>/<run label>-s<seed>/ (RL runs),
-<out>/results.json, <out>/report.md, <out>/passk_curves.png, <out>/training_dynamics.png,
-<out>/theory_overlay.png.
+<out>/results.json, <out>/report.md, <out>/comparison.png (method comparison: reward and held-out
+accuracy vs step, pass@1 by difficulty level, pass@k), <out>/passk_curves.png,
+<out>/training_dynamics.png, <out>/theory_overlay.png.
+
+Besides pass@k, ΔNLL_rare, answer mass and the forgetting ledger, every run gets steps to a target
+training reward (and held-out accuracy, when `heldout_every` > 0) and, on tasks with difficulty
+levels (Maze `sizes`), pass@k per level; `PipelineConfig.compare()` is issue 9's GRPO / F-GRPO /
+asym-GRPO comparison (`catsim llm compare`).
 """
 
 from __future__ import annotations
@@ -69,6 +75,34 @@ class PipelineConfig:
     test_m: int = 16  # m of the paired m-out-of-n test (paper: 256 of 1024)
     test_iterations: int = 20_000  # subsampling iterations (paper: 50k)
     data_seed: int = 0  # task split seed
+    target_reward: float = 0.5  # steps-to-target: first step whose trailing mean training reward ≥ this
+    target_window: int = 5  # steps-to-target: trailing window, in RL steps
+    heldout_every: int = 0  # RL runs: held-out accuracy + safeguards every this many steps (0 = never)
+    heldout_prompts: int = 32  # RL runs: held-out prompts of that accuracy (one sample each, τ = 1)
+
+    @staticmethod
+    def compare() -> PipelineConfig:
+        """Issue 9's evaluation at CPU scale: GRPO vs F-GRPO vs asym-GRPO on Maze with difficulty
+        levels 1–3 (sizes 5, 7, 9), four seeds; steps to a target reward, pass@1/10/16, accuracy by
+        level (docs/asymmetric-grpo.md §10). About 25 min on the shared 2-core CPU."""
+        return PipelineConfig(
+            tasks=(TaskSetup("maze", {"sizes": (5, 7, 9), "n_heldout": 40}),),
+            runs=("grpo:8", "f-grpo:8", "asym-grpo:8"), seeds=(0, 1, 2, 3), rl_steps=40, rollouts_per_step=32,
+            updates_per_step=2, learning_rate=3e-4, sft_steps=300, sft_batch=32, model_hidden=64,
+            model_layers=2, model_heads=4, eval_prompts=40, eval_n=16, ks=(1, 4, 10, 16), rare_prompts=16,
+            rare_n=16, test_m=4, test_iterations=5000, target_reward=0.25, target_window=4, heldout_every=2,
+            heldout_prompts=32)
+
+    @staticmethod
+    def compare_quick() -> PipelineConfig:
+        """`compare` shrunk to seconds per run (tests, smoke checks): numbers mean nothing. Every
+        sampling batch (rollouts, held-out accuracy, evaluation, rare set) has 8 rows, so the
+        sampler compiles once per temperature."""
+        return dataclasses.replace(
+            PipelineConfig.compare(), tasks=(TaskSetup("maze", {"sizes": (5, 7), "n_heldout": 8}),),
+            runs=("grpo:4", "asym-grpo:4"), seeds=(0,), rl_steps=2, rollouts_per_step=8, sft_steps=10,
+            sft_batch=8, model_hidden=32, model_heads=2, eval_prompts=4, eval_n=2, ks=(1, 2), rare_prompts=4,
+            rare_n=2, test_m=2, test_iterations=200, target_window=1, heldout_every=1, heldout_prompts=8)
 
     @staticmethod
     def quick() -> PipelineConfig:
@@ -113,7 +147,8 @@ def _rl_config(pc: PipelineConfig, fields: dict, seed: int, max_new: int) -> RLC
     updates = pc.updates_per_step if rollouts % pc.updates_per_step == 0 else 1
     return RLConfig(**fields, steps=pc.rl_steps, prompts_per_step=prompts, mini_batch_size=rollouts // updates,
                     learning_rate=pc.learning_rate, warmup_steps=pc.warmup_steps, max_new_tokens=max_new,
-                    seed=seed, data_seed=pc.data_seed, snapshot_every=max(1, pc.rl_steps // 2))
+                    seed=seed, data_seed=pc.data_seed, snapshot_every=max(1, pc.rl_steps // 2),
+                    heldout_every=pc.heldout_every, heldout_prompts=pc.heldout_prompts)
 
 
 def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool) -> Path:
@@ -177,6 +212,7 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
                                        max_new_tokens=max_new)
         except CatsimError:
             rare = None
+        levels = [int(task.level(p)) for p in prompts] if hasattr(task, "level") else None
         enumerable = task.correct_answers(prompts[0]) is not None
         base_mass = ev.answer_mass_table(base, task, prompts) if enumerable else None
         task_res: dict = {"base_model": str(base_dir), "base": base_eval, "runs": {},
@@ -185,6 +221,8 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
                                                                  "base_nll_threshold": rare.threshold}}
         if base_mass is not None:
             task_res["base_qpos"] = float(np.mean([m.sum() for m in base_mass]))
+        if levels is not None:
+            task_res["base_levels"] = metrics.passk_by_level(pc.eval_n, base_eval["num_correct"], levels, pc.ks)
         for name, fields in specs:
             for seed in pc.seeds:
                 cfg = _rl_config(pc, fields, seed, max_new)
@@ -204,20 +242,43 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
                          "delta_nll_rare": None if rare is None else ev.delta_nll_rare(trained, rare)}
                 if base_mass is not None:
                     entry["answer_mass"] = ev.retained_mass(base_mass, ev.answer_mass_table(trained, task, prompts))
+                if levels is not None:
+                    entry["levels"] = metrics.passk_by_level(pc.eval_n, final_eval["num_correct"], levels, pc.ks)
+                entry.update(convergence(read_log(run_dir), pc))
                 task_res["runs"][f"{name}:{cfg.group_size}:s{seed}"] = entry
         task_res["tests"] = _paired_tests(task_res, pc)
         results["tasks"][setup.name] = task_res
         (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     results["seconds"] = time.perf_counter() - t0
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    from catsim.plots.llm_compare import plot_comparison
     from catsim.plots.llm_rl import plot_passk_curves, plot_theory_overlay, plot_training_dynamics
 
+    plot_comparison(results, out / "comparison.png")
     plot_passk_curves(results, out / "passk_curves.png")
     plot_training_dynamics(results, out / "training_dynamics.png")
     plot_theory_overlay(results, out / "theory_overlay.png")
     report = out / "report.md"
     report.write_text(render_report(results))
     return report
+
+
+def convergence(log: list, pc: PipelineConfig) -> dict:
+    """Steps to the target from a run's step log: on the training reward (at the rollout
+    temperature, which asym-GRPO anneals) and on the held-out accuracy at τ = 1 when measured
+    (window: the same span of steps), plus every safeguard warning the run raised."""
+    out = {"steps_to_target": metrics.steps_to_target([r["reward"] for r in log], pc.target_reward,
+                                                      pc.target_window),
+           "heldout_steps_to_target": None,
+           "final_reward": float(np.mean([r["reward"] for r in log][-pc.target_window:])),
+           "warnings": [f"step {r['step']}: {m}" for r in log for m in r.get("warnings") or ()]}
+    acc = [(r["step"], r["heldout_accuracy"]) for r in log if r.get("heldout_accuracy") is not None]
+    if acc:
+        window = max(1, pc.target_window // max(1, pc.heldout_every))
+        hit = metrics.steps_to_target([a for _, a in acc], pc.target_reward, window)
+        out["heldout_steps_to_target"] = None if hit is None else acc[hit - 1][0]
+        out["heldout_curve"] = [[s, a] for s, a in acc]
+    return out
 
 
 def ev_task_spec(base_dir: Path) -> dict:
@@ -227,14 +288,19 @@ def ev_task_spec(base_dir: Path) -> dict:
 
 
 def _paired_tests(task_res: dict, pc: PipelineConfig) -> list:
-    """F-method vs its plain method at the same N and seed: paired m-out-of-n test at k = 1 and k = m."""
+    """F-method (and asym-GRPO) vs its plain method (GRPO) at the same N and seed: paired
+    m-out-of-n test at k = 1 and k = m."""
     runs = task_res["runs"]
     tests = []
     for key, entry in runs.items():
         spec, n, seed = key.split(":")
-        if not spec.startswith("f-"):
+        if spec.startswith("f-"):
+            plain = spec[2:]
+        elif spec == "asym-grpo":
+            plain = "grpo"
+        else:
             continue
-        other = runs.get(f"{spec[2:]}:{n}:{seed}")
+        other = runs.get(f"{plain}:{n}:{seed}")
         if other is None:
             continue
         m = min(pc.test_m, pc.eval_n)
@@ -264,6 +330,7 @@ def _seed_cell(values, digits: int = 3) -> str:
     s = _summ(values)
     if s["mean"] is None:
         return "–"
+    s = {k: (0.0 if v is not None and abs(v) < 1e-12 else v) for k, v in s.items()}  # no "-0.000"
     if len([v for v in values if v is not None]) == 1:
         return _fmt(s["mean"], digits)
     return f"{s['mean']:.{digits}f} [{s['min']:.{digits}f} – {s['max']:.{digits}f}]"
@@ -308,6 +375,7 @@ def render_report(results: dict) -> str:
                    _seed_cell([e.get("answer_mass", {}).get("mret") for e in entries]),
                    _seed_cell([e["ledger"]["forgotten"] for e in entries], 1)]
             lines.append("| " + " | ".join(row) + " |")
+        lines += _comparison_sections(tr, pc, groups)
         if tr.get("tests"):
             lines += ["", "Paired m-out-of-n tests (B − A, mean pass@k):", "",
                       "| A | B | seed | k | m of n | Δ | 95% interval | p |", "|---|---|---|---|---|---|---|---|"]
@@ -316,8 +384,75 @@ def render_report(results: dict) -> str:
                              f"{t['delta']:+.3f} | [{t['interval'][0]:+.3f}, {t['interval'][1]:+.3f}] | "
                              f"{t['p_value']:.3f} |")
         lines.append("")
-    lines += ["Figures: `passk_curves.png`, `training_dynamics.png`, `theory_overlay.png`.", ""]
+    lines += ["Figures: `comparison.png`, `passk_curves.png`, `training_dynamics.png`, `theory_overlay.png`.", ""]
     return "\n".join(lines)
+
+
+def _per_seed(values, cap: int) -> str:
+    """Steps per seed, ">cap" where the target was not reached."""
+    return ", ".join(f">{cap}" if v is None else str(v) for v in values)
+
+
+def _reference(label: str, groups: dict) -> str | None:
+    """The plain GRPO label at the same N (the baseline of the Δ rows), if it was run."""
+    n = label.rsplit(" N=", 1)[-1]
+    ref = f"GRPO N={n}"
+    return ref if ref in groups and ref != label else None
+
+
+def _comparison_sections(tr: dict, pc: dict, groups: dict) -> list:
+    """Issue 9's comparison: steps to a target, accuracy by difficulty level (with Δ vs GRPO at the
+    same N and seed), and the article's `evaluate.py --k 10` lines. Skipped for results without them."""
+    lines: list = []
+    entries0 = next(iter(groups.values()), [])
+    if entries0 and "steps_to_target" in entries0[0]:
+        target, window, steps = pc.get("target_reward"), pc.get("target_window"), pc["rl_steps"]
+        lines += ["", f"Convergence: first RL step whose trailing {window}-step mean training reward reaches "
+                      f"{target} (the reward is measured at the rollout temperature, which asym-GRPO anneals "
+                      f"to 0.2); the same on the held-out accuracy at τ = 1 (every {pc.get('heldout_every')} "
+                      "steps); final: mean training reward of the last window; per seed.", "",
+                  "| run | steps to reward target | steps to held-out target | final reward | final held-out acc. "
+                  "| safeguard warnings |", "|---|---|---|---|---|---|"]
+        for label, entries in groups.items():
+            finals = [e.get("final_reward") for e in entries]
+            held = [e["heldout_curve"][-1][1] if e.get("heldout_curve") else None for e in entries]
+            warn = sum(len(e.get("warnings") or []) for e in entries)
+            lines.append(f"| {label} | {_per_seed([e['steps_to_target'] for e in entries], steps)} | "
+                         f"{_per_seed([e.get('heldout_steps_to_target') for e in entries], steps)} | "
+                         f"{_seed_cell(finals)} | {_seed_cell(held)} | {warn} |")
+    if "base_levels" in tr:
+        levels = list(tr["base_levels"])
+        k_hi = tr["base"]["ks"][-1]
+
+        def cell(entries, level, k):
+            return _seed_cell([_at(_at(e["levels"], level)["pass_at_k"], k) for e in entries])
+
+        for k in sorted({1, k_hi}):
+            head = " | ".join(f"level {lv} ({_at(tr['base_levels'], lv)['prompts']})" for lv in levels)
+            lines += ["", f"pass@{k} by difficulty level (held-out prompts per level in brackets):", "",
+                      f"| run | {head} |", "|---|" + "---|" * len(levels)]
+            lines.append("| base | " + " | ".join(
+                _fmt(_at(_at(tr["base_levels"], lv)["pass_at_k"], k)) for lv in levels) + " |")
+            for label, entries in groups.items():
+                lines.append(f"| {label} | " + " | ".join(cell(entries, lv, k) for lv in levels) + " |")
+            for label, entries in groups.items():
+                ref = _reference(label, groups)
+                if ref is None:
+                    continue
+                by_seed = {e["seed"]: e for e in groups[ref]}
+                pairs = [(e, by_seed[e["seed"]]) for e in entries if e["seed"] in by_seed]
+                row = [_seed_cell([_at(_at(a["levels"], lv)["pass_at_k"], k) - _at(_at(b["levels"], lv)["pass_at_k"], k)
+                                   for a, b in pairs]) for lv in levels]
+                lines.append(f"| Δ {label} − {ref} | " + " | ".join(row) + " |")
+    if 10 in tr["base"]["ks"] or "10" in tr["base"]["ks"]:
+        lines += ["", "The article's `evaluate.py --k 10` output (unbiased pass@10 on the held-out prompts, "
+                      "mean over seeds; per seed in brackets):", "", "```",
+                  f"# base\nPass@10: {100 * _at(tr['base']['pass_at_k'], 10):.1f}%"]
+        for label, entries in groups.items():
+            vals = [100 * _at(e["eval"]["pass_at_k"], 10) for e in entries]
+            lines.append(f"# {label}\nPass@10: {np.mean(vals):.1f}%  ({', '.join(f'{v:.1f}%' for v in vals)})")
+        lines.append("```")
+    return lines
 
 
 def training_logs(results: dict) -> dict:

@@ -87,6 +87,9 @@ STEP_METRICS = {
     "step_seconds": "wall time of the step",
     "temperature": "rollout temperature of this step (asym-GRPO schedule; constant otherwise)",
     "kept_rollouts": "rollouts carrying loss after batch recomposition (all kept ones otherwise)",
+    "heldout_accuracy": "share of held-out prompts solved, one sample each at τ = temperature, after this "
+                        "step (every heldout_every steps; null otherwise)",
+    "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation)",
 }
 
 
@@ -172,17 +175,20 @@ class RLConfig:
     negative_reading: str = "text"  # w⁻ reading: text (falls with π̄) or formula (grows with π̄)
     kl_direction: str = "uniform_to_policy"  # confidence-weight KL: uniform_to_policy or policy_to_uniform
     positive_threshold: float = 0.5  # recomposition: a rollout with score >= this is a positive
+    negative_eps: float = 0.01  # w⁻ smoothing ε (article §4.2, the safeguard against reward collapse)
+    heldout_every: int = 0  # safeguards: held-out accuracy every this many steps (collapse warning); 0 = never
+    heldout_prompts: int = 32  # safeguards: held-out prompts scored, one sample each at τ = temperature
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise CatsimError(f"unknown RL method {self.method!r}; choose one of {', '.join(METHODS)}")
         for name in ("steps", "prompts_per_step", "group_size", "ppo_epochs", "max_new_tokens",
-                     "save_every", "max_sampling_rounds"):
+                     "save_every", "max_sampling_rounds", "heldout_prompts"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise CatsimError(f"rl {name} must be a positive integer, got {value!r}")
         for name in ("mini_batch_size", "micro_batch_size", "warmup_steps", "snapshot_every", "rollout_batch_size",
-                     "seed", "data_seed", "gamma_warmup_steps", "gamma_switch_step"):
+                     "seed", "data_seed", "gamma_warmup_steps", "gamma_switch_step", "heldout_every"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise CatsimError(f"rl {name} must be a whole number >= 0, got {value!r}")
@@ -223,8 +229,8 @@ class RLConfig:
         return METHODS[self.method].asymmetric if value is None else bool(value)
 
     def asymmetric_config(self) -> asymmetric.AsymmetricConfig:
-        return asymmetric.AsymmetricConfig(kl_direction=self.kl_direction,
-                                           negative_reading=self.negative_reading, delta=self.mixed_delta)
+        return asymmetric.AsymmetricConfig(kl_direction=self.kl_direction, negative_reading=self.negative_reading,
+                                           negative_eps=self.negative_eps, delta=self.mixed_delta)
 
     def temperature_plan(self) -> str:
         if self.temperature_schedule is not None:
@@ -406,7 +412,8 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     neutral = dataclasses.replace(cfg, steps=1, seed=0, data_seed=0, save_every=1, snapshot_every=0,
                                   rollout_batch_size=0, max_sampling_rounds=1, gamma=0.0,
                                   gamma_schedule="constant", gamma_start=0.0, gamma_warmup_steps=0,
-                                  gamma_switch_step=0, dynamic_sampling=cfg.method_spec().dynamic_sampling)
+                                  gamma_switch_step=0, dynamic_sampling=cfg.method_spec().dynamic_sampling,
+                                  heldout_every=0, heldout_prompts=1)
     return _make_functions(model_cfg, neutral, activation_sharding)
 
 
@@ -658,7 +665,7 @@ def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -
 # ----------------------------------------------------------------------------- state on disk
 def _fingerprint(cfg: RLConfig, base_dir: str, task_spec: dict) -> str:
     settings = {k: v for k, v in dataclasses.asdict(cfg).items()
-                if k not in ("steps", "save_every", "snapshot_every")}
+                if k not in ("steps", "save_every", "snapshot_every", "heldout_every", "heldout_prompts")}
     blob = json.dumps({"rl": settings, "base": str(Path(base_dir).resolve()), "task": task_spec},
                       sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -734,6 +741,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     """
     from tqdm.auto import tqdm
 
+    from catsim.llm import safeguards
     from catsim.llm.checkpoint import load_model, save_model
     from catsim.llm.rollout import SamplingConfig
     from catsim.llm.sharding import activation_sharding, shard_batch, shard_params
@@ -755,6 +763,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         if cfg.rollouts_per_step % devices or cfg.micro_batch % devices:
             raise CatsimError(f"rollouts per step ({cfg.rollouts_per_step}) and micro-batch "
                               f"({cfg.micro_batch}) must be divisible by the {devices} devices")
+        if cfg.heldout_every and cfg.heldout_prompts % devices:
+            raise CatsimError(f"heldout_prompts ({cfg.heldout_prompts}) must be divisible by the {devices} devices")
         params = shard_params(params, model_cfg, mesh)
     ref_params = params
     track_ref = True
@@ -774,6 +784,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     if state_path.exists():
         (params, opt_state), start = load_state(state_path, (params, opt_state), fp)
     truncate_log(log_path, start)
+    history = read_log(out) if log_path.is_file() else []  # the safeguards' view of the run so far
     (out / CONFIG_FILE).write_text(json.dumps(
         {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec, "label": cfg.label(),
          "fingerprint": fp}, indent=2, default=str) + "\n")
@@ -886,7 +897,17 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                     "step_seconds": time.perf_counter() - t0,
                     "temperature": temperature,
                     "kept_rollouts": int(np.sum(np.any(batch["loss_mask"] > 0, axis=1))),
+                    "heldout_accuracy": None,
+                    "warnings": [],
                 }
+                if cfg.heldout_every and (step + 1) % cfg.heldout_every == 0:
+                    record["heldout_accuracy"] = safeguards.heldout_accuracy(
+                        params, model_cfg, tokenizer, task, cfg, sampling, safeguards.heldout_key(base_key, step),
+                        mesh=mesh, chat_template=chat_template)
+                history.append(record)
+                record["warnings"] = list(safeguards.step_warnings(history, cfg))
+                for message in record["warnings"]:
+                    tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
                 log.write(json.dumps(record) + "\n")
                 log.flush()
                 if (step + 1) % cfg.save_every == 0 or step + 1 == end:

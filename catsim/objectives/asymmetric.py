@@ -577,11 +577,12 @@ def stagnation_warning(
 ):
     """Exploration stagnation (article §4.2): the rollout temperature sits at its floor too early.
 
-    Warns when temperature ≤ τ_min (+1e-9) before `early_fraction`·total_steps and — if a
+    Warns when temperature ≤ τ_min (relative tolerance 1e-6: a float32 schedule value counts) before
+    `early_fraction`·total_steps and — if a
     pass@k history is given — pass@k gained less than `min_gain` over the last `window` entries.
     The article's remedy: lengthen the cosine period to 50% of training.
     """
-    at_floor = temperature <= tau_min + 1e-9
+    at_floor = temperature <= tau_min * (1 + 1e-6) + 1e-12
     early = step < early_fraction * total_steps
     if not (at_floor and early):
         return ()
@@ -589,7 +590,9 @@ def stagnation_warning(
         hist = [float(x) for x in pass_at_k]
         if len(hist) < window + 1 or max(hist[-window:]) - hist[-window - 1] >= min_gain:
             return ()
+    frozen = "" if pass_at_k is None else f" and pass@k has not improved over the last {window} values"
     return (
-        f"exploration stagnation: temperature reached its floor {tau_min:g} at step {step} of "
-        f"{total_steps}; consider a longer cosine period (fraction=0.5)",
+        f"exploration stagnation: temperature at its floor {tau_min:g} at step {step} of "
+        f"{total_steps} (before {early_fraction:.0%} of training){frozen}; consider a longer cosine "
+        "period (fraction=0.5)",
     )

@@ -6,9 +6,17 @@ import argparse
 
 from catsim.llm.tasks import TASKS
 
+
+def _sizes(text: str) -> tuple[int, ...]:
+    from catsim.cli.args import parse_int_list
+
+    return tuple(parse_int_list(text, "--sizes"))
+
+
 # CLI flag -> task config field (None default = the task's own default)
 TASK_OPTIONS = {
     "size": ("--size", int, "maze: grid side incl. walls, odd (default 7; paper 17)"),
+    "sizes": ("--sizes", _sizes, "maze: difficulty levels, e.g. 5,7,9,11,13 (each prompt draws one size)"),
     "algorithm": ("--maze-algorithm", str, "maze: generator, dfs or wilson"),
     "height": ("--height", int, "paths: grid rows (default 5)"),
     "width": ("--width", int, "paths: grid columns (default 5)"),

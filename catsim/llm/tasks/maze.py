@@ -20,6 +20,11 @@ is a move into the wall. Size 7, for instance::
 
 followed by the answer "RRRRDDLLLLDD". Generators: "dfs" (recursive backtracker: long corridors,
 the classic maze look) or "wilson" (Wilson's algorithm: a uniformly random spanning tree).
+
+Difficulty levels: with `sizes = (5, 7, 9, 11, 13)` every instance first draws its size uniformly
+from `sizes` (overriding `size`), and `MazeTask.level(prompt)` is the 1-based position of the
+prompt's size in `sizes` — "maze size as levels 1–5" for accuracy-by-level tables. With
+`sizes = ()` (the default) every prompt is level 1 and the instances are those of `size` alone.
 """
 
 from __future__ import annotations
@@ -44,12 +49,19 @@ class MazeConfig:
     algorithm: str = "dfs"  # maze generator: "dfs" (recursive backtracker) or "wilson" (uniform tree)
     n_train: int = 1_000_000  # train prompts per seed (paper: 1M); instances are drawn with replacement
     n_heldout: int = 256  # held-out prompts per seed (paper: 256), distinct, never in the train split
+    sizes: tuple[int, ...] = ()  # difficulty levels: each instance draws its size from these (overrides size)
 
     def __post_init__(self) -> None:
-        if isinstance(self.size, bool) or not isinstance(self.size, int):
-            raise CatsimError(f"maze size must be an integer, got {self.size!r}")
-        if self.size < 5 or self.size % 2 == 0 or self.size > 101:
-            raise CatsimError(f"maze size must be odd and in [5, 101], got {self.size}")
+        if isinstance(self.sizes, str | bytes) or not hasattr(self.sizes, "__iter__"):
+            raise CatsimError(f"maze sizes must be a list of sizes, got {self.sizes!r}")
+        object.__setattr__(self, "sizes", tuple(self.sizes))  # JSON gives a list; keep the config hashable
+        if len(set(self.sizes)) != len(self.sizes):
+            raise CatsimError(f"maze sizes must be distinct, got {list(self.sizes)}")
+        for size in (self.size, *self.sizes):
+            if isinstance(size, bool) or not isinstance(size, int):
+                raise CatsimError(f"maze size must be an integer, got {size!r}")
+            if size < 5 or size % 2 == 0 or size > 101:
+                raise CatsimError(f"maze size must be odd and in [5, 101], got {size}")
         if self.algorithm not in ALGORITHMS:
             raise CatsimError(f"maze algorithm must be one of {ALGORITHMS}, got {self.algorithm!r}")
         if self.n_train < 1 or self.n_heldout < 1:
@@ -139,12 +151,30 @@ class MazeTask(GeneratedSplits):
 
     @property
     def max_answer_chars(self) -> int:
-        """Upper bound on the length of a simple path: the number of interior squares minus one."""
-        return (self.config.size - 2) ** 2 - 1
+        """Upper bound on the length of a simple path: the number of interior squares minus one
+        (of the largest size when there are levels)."""
+        return (max(self.config.sizes or (self.config.size,)) - 2) ** 2 - 1
+
+    @property
+    def num_levels(self) -> int:
+        """Difficulty levels: len(sizes), or 1 without levels."""
+        return max(1, len(self.config.sizes))
+
+    def level(self, prompt: Prompt) -> int:
+        """Difficulty level of a prompt (1-based position of its size in `sizes`; 1 without levels)."""
+        if not self.config.sizes:
+            return 1
+        size = len(grid.parse(prompt.text)[0]) + 2  # the prompt shows the interior only
+        if size not in self.config.sizes:
+            raise CatsimError(f"prompt of maze size {size} is not one of the levels {list(self.config.sizes)}")
+        return self.config.sizes.index(size) + 1
 
     def _instance(self, rng: np.random.Generator) -> Instance:
-        rows = carve(self.config.size, self.config.algorithm, rng)
-        m = (self.config.size - 1) // 2
+        size = self.config.size
+        if self.config.sizes:  # only then is a draw spent, so level-free instances are unchanged
+            size = self.config.sizes[int(rng.integers(len(self.config.sizes)))]
+        rows = carve(size, self.config.algorithm, rng)
+        m = (size - 1) // 2
         a, b = rng.choice(m * m, size=2, replace=False)
         start = (2 * int(a // m) + 1, 2 * int(a % m) + 1)
         goal = (2 * int(b // m) + 1, 2 * int(b % m) + 1)

@@ -1,0 +1,94 @@
+"""The method-comparison figure of the LLM pipeline (issue 9: GRPO vs F-GRPO vs asym-GRPO).
+
+One row per task: training reward vs RL step (with the steps-to-target line), held-out accuracy
+at τ = 1 vs step (when measured), pass@1 by difficulty level (when the task has levels), and
+pass@k vs k. Lines are means over seeds, bands / error bars the seed range.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _at(table: dict, k):
+    return table[k] if k in table else table[str(k)]
+
+
+def plot_comparison(results: dict, path: str | Path) -> Path:
+    """Write the comparison figure for the pipeline's `results` dict (results.json) to `path`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from catsim.llm.pipeline import training_logs
+
+    logs = training_logs(results)
+    tasks = list(results["tasks"].items())
+    fig, axes = plt.subplots(len(tasks), 4, figsize=(18, 3.8 * len(tasks)), squeeze=False)
+    target = results["config"].get("target_reward")
+    for row, (tname, tr) in zip(axes, tasks):
+        groups: dict = {}
+        for entry in tr["runs"].values():
+            groups.setdefault(entry["label"], []).append(entry)
+        colors = dict(zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
+        ax = row[0]
+        for label, runs in logs[tname].items():
+            length = min(len(r) for r in runs)
+            vals = np.asarray([[rec["reward"] for rec in r[:length]] for r in runs], np.float64)
+            steps = np.arange(1, length + 1)
+            ax.plot(steps, vals.mean(axis=0), color=colors[label], label=label)
+            if len(runs) > 1:
+                ax.fill_between(steps, vals.min(axis=0), vals.max(axis=0), color=colors[label], alpha=0.15)
+        if target is not None:
+            ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
+        ax.set_title(f"{tname}: training reward (rollout τ)", fontsize=9)
+        ax.set_xlabel("RL step")
+        ax.legend(fontsize=7)
+        ax = row[1]
+        for label, entries in groups.items():
+            curves = [e.get("heldout_curve") for e in entries if e.get("heldout_curve")]
+            if not curves:
+                continue
+            length = min(len(c) for c in curves)
+            steps = [s for s, _ in curves[0][:length]]
+            vals = np.asarray([[a for _, a in c[:length]] for c in curves], np.float64)
+            ax.plot(steps, vals.mean(axis=0), marker="o", ms=3, color=colors[label], label=label)
+            if len(curves) > 1:
+                ax.fill_between(steps, vals.min(axis=0), vals.max(axis=0), color=colors[label], alpha=0.15)
+        ax.set_title(f"{tname}: held-out accuracy (τ = 1)", fontsize=9)
+        ax.set_xlabel("RL step")
+        ax = row[2]
+        if "base_levels" in tr:
+            levels = list(tr["base_levels"])
+            width = 0.8 / (len(groups) + 1)
+            x = np.arange(len(levels))
+            ax.bar(x, [_at(_at(tr["base_levels"], lv)["pass_at_k"], 1) for lv in levels], width, color="0.6",
+                   label="base")
+            for i, (label, entries) in enumerate(groups.items(), start=1):
+                vals = np.asarray([[_at(_at(e["levels"], lv)["pass_at_k"], 1) for lv in levels] for e in entries])
+                mean = vals.mean(axis=0)
+                err = np.vstack([mean - vals.min(axis=0), vals.max(axis=0) - mean])
+                ax.bar(x + i * width, mean, width, yerr=err, capsize=2, color=colors[label], label=label)
+            ax.set_xticks(x + 0.4 - width / 2, [f"level {lv}" for lv in levels])
+            ax.legend(fontsize=7)
+        ax.set_title(f"{tname}: pass@1 by difficulty level", fontsize=9)
+        ax = row[3]
+        ks = tr["base"]["ks"]
+        ax.plot(ks, [_at(tr["base"]["pass_at_k"], k) for k in ks], "k--", label="base")
+        for label, entries in groups.items():
+            vals = np.asarray([[_at(e["eval"]["pass_at_k"], k) for k in ks] for e in entries])
+            ax.plot(ks, vals.mean(axis=0), marker="o", ms=3, color=colors[label], label=label)
+            if len(entries) > 1:
+                ax.fill_between(ks, vals.min(axis=0), vals.max(axis=0), color=colors[label], alpha=0.15)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("k")
+        ax.set_title(f"{tname}: pass@k (held-out)", fontsize=9)
+        for a in row:
+            a.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
