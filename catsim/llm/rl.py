@@ -408,8 +408,10 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     update_fn(params, opt_state, batch) -> (params, opt_state, metrics); batch holds tokens, real,
     loss_mask, adv, old_logp and (optionally) ref_logp.
     """
-    # fields that only steer the host loop (γ enters through the advantages) share one compilation
+    # fields that only steer the host loop (γ enters through the advantages) share one compilation;
+    # so do group sizes with the same rollouts per step (the compiled code sees rows, not groups)
     neutral = dataclasses.replace(cfg, steps=1, seed=0, data_seed=0, save_every=1, snapshot_every=0,
+                                  prompts_per_step=cfg.rollouts_per_step, group_size=1,
                                   rollout_batch_size=0, max_sampling_rounds=1, gamma=0.0,
                                   gamma_schedule="constant", gamma_start=0.0, gamma_warmup_steps=0,
                                   gamma_switch_step=0, dynamic_sampling=cfg.method_spec().dynamic_sampling)
