@@ -125,3 +125,11 @@ def jax_leaves(tree):
     import jax
 
     return jax.tree.leaves(tree)
+
+
+def test_process_layout_options_need_distributed(tmp_path, capsys):
+    from catsim.cli.main import main
+
+    code = main(["llm", "rl", "--base", str(tmp_path), "--out", str(tmp_path / "o"), "--coordinator", "localhost:1"])
+    assert code == 2
+    assert "need --distributed" in capsys.readouterr().err
