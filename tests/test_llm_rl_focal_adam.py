@@ -89,3 +89,14 @@ def test_focal_weight_cancels_per_group_minibatch_and_acts_across_groups(tmp_pat
     # by ≈ 2·lr the other way; 7% of them here, against < 2% rounding in the one-group case)
     assert np.mean(np.abs(both_focal - both_plain) > 1e-3 * move2) > 0.04
     assert np.max(np.abs(both_focal - both_plain)) > 0.5 * move2
+
+
+def test_pipeline_default_minibatches_mix_groups_for_the_focal_runs():
+    from catsim.llm.pipeline import PipelineConfig, _rl_config, parse_run
+
+    pc = PipelineConfig()
+    for spec in pc.runs:
+        name, fields = parse_run(spec, pc.gamma)
+        cfg = _rl_config(pc, fields, seed=0, max_new=8)
+        if cfg.gamma > 0:
+            assert cfg.mini_batch // cfg.group_size >= 2, (spec, cfg.mini_batch, cfg.group_size)
