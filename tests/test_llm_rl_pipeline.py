@@ -37,3 +37,21 @@ def test_pipeline_quick_smoke(tmp_path, capsys):
         assert 0.0 <= entry["answer_mass"]["mret"] <= 1.0
         assert len(entry["ledger"]["labels"]) == 3  # base, the mid-run snapshot, final
     assert (out / "paths" / "grpo-N2-s0" / "model" / "config.json").is_file()
+
+
+def test_published_default_report_is_the_rendering_of_its_results():
+    """figures/llm-rl/report.md is exactly what `render_report` makes of the recorded results.json,
+    and every table row of the default run quoted in docs/llm-rl.md is a row of that report."""
+    from pathlib import Path
+
+    from catsim.llm.pipeline import render_report
+
+    root = Path(__file__).resolve().parents[1]
+    report = (root / "figures" / "llm-rl" / "report.md").read_text()
+    results = json.loads((root / "figures" / "llm-rl" / "results.json").read_text())
+    assert render_report(results) == report
+    docs = (root / "docs" / "llm-rl.md").read_text()
+    quoted = [line for line in docs.splitlines() if line.startswith(("| base | 0.414", "| base | 0.096", "| GRPO N=",
+                                                                      "| F-GRPO γ=0.5 N=8 | 0.4", "| F-GRPO γ=0.5 N=8 | 0.1"))]
+    assert len(quoted) == 10
+    assert all(line in report.splitlines() for line in quoted)

@@ -29,7 +29,11 @@ Files in the output directory:
     model/              the final policy as a Hugging Face model dir (+ tokenizer, task file)
 
 Sharding: pass a `jax.sharding.Mesh` (catsim.llm.sharding.make_mesh): parameters and optimizer
-state are FSDP-sharded, rollout and training batches split over ("data", "fsdp").
+state are FSDP-sharded, rollout and training batches split over ("data", "fsdp"). Multi-process
+(`jax.distributed`, the mesh over all processes' devices): every process runs this loop on the same
+global batches; sharded results come back to every process through `sharding.to_host` (an
+all-gather), so all score the same rollouts; process 0 alone writes the log, the training state
+and the model snapshots (the others wait at a barrier), and a resume reads the state on every process.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -54,6 +59,7 @@ from catsim.errors import CatsimError
 from catsim.llm.config import ModelConfig
 from catsim.llm.metrics import active_fraction_prediction
 from catsim.llm.model import Params, forward
+from catsim.llm.sharding import barrier, is_primary, to_host
 from catsim.llm.train_state import load_tree, save_tree, truncate_log
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
@@ -408,8 +414,10 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     update_fn(params, opt_state, batch) -> (params, opt_state, metrics); batch holds tokens, real,
     loss_mask, adv, old_logp and (optionally) ref_logp.
     """
-    # fields that only steer the host loop (γ enters through the advantages) share one compilation
+    # fields that only steer the host loop (γ enters through the advantages) share one compilation;
+    # so do group sizes with the same rollouts per step (the compiled code sees rows, not groups)
     neutral = dataclasses.replace(cfg, steps=1, seed=0, data_seed=0, save_every=1, snapshot_every=0,
+                                  prompts_per_step=cfg.rollouts_per_step, group_size=1,
                                   rollout_batch_size=0, max_sampling_rounds=1, gamma=0.0,
                                   gamma_schedule="constant", gamma_start=0.0, gamma_warmup_steps=0,
                                   gamma_switch_step=0, dynamic_sampling=cfg.method_spec().dynamic_sampling,
@@ -596,7 +604,7 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling,
             args = shard_batch(args, mesh)
         out = generate(params, model_cfg, sampling, args[0], args[1], key, args[2], args[3],
                        activation_sharding=act)
-        out = jax.device_get(out)
+        out = to_host(out)  # all processes get every row (an all-gather when multi-process)
         toks.append(out.tokens_BxN)
         masks.append(out.mask_BxN)
         lens.append(out.lengths_B)
@@ -742,9 +750,9 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     from tqdm.auto import tqdm
 
     from catsim.llm import safeguards
-    from catsim.llm.checkpoint import load_model, save_model
+    from catsim.llm.checkpoint import load_model
     from catsim.llm.rollout import SamplingConfig
-    from catsim.llm.sharding import activation_sharding, shard_batch, shard_params
+    from catsim.llm.sharding import activation_sharding, place_on_mesh, shard_batch, shard_params
     from catsim.llm.tokenizer import Tokenizer
 
     t_start = time.perf_counter()
@@ -772,22 +780,28 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     fns = make_functions(model_cfg, cfg, act)
     logp_fn, update_fn = fns.logp, fns.update
     opt_state = fns.optimizer.init(params)
+    if mesh is not None:
+        opt_state = place_on_mesh(opt_state, mesh)
     fp = _fingerprint(cfg, str(base_dir), spec)
     out.mkdir(parents=True, exist_ok=True)
     state_path, log_path = out / STATE_FILE, out / LOG_FILE
-    if overwrite:
+    primary = is_primary()  # multi-process: only process 0 writes files
+    if overwrite and primary:
         for name in (STATE_FILE, LOG_FILE):
             (out / name).unlink(missing_ok=True)
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
         shutil.rmtree(out / "model", ignore_errors=True)
+    barrier(f"catsim-rl-start-{fp}")
     start = 0
     if state_path.exists():
         (params, opt_state), start = load_state(state_path, (params, opt_state), fp)
-    truncate_log(log_path, start)
+    if primary:
+        truncate_log(log_path, start)
+        (out / CONFIG_FILE).write_text(json.dumps(
+            {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec, "label": cfg.label(),
+             "fingerprint": fp}, indent=2, default=str) + "\n")
+    barrier(f"catsim-rl-log-{fp}")  # every process reads the truncated log
     history = read_log(out) if log_path.is_file() else []  # the safeguards' view of the run so far
-    (out / CONFIG_FILE).write_text(json.dumps(
-        {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec, "label": cfg.label(),
-         "fingerprint": fp}, indent=2, default=str) + "\n")
 
     stops, pad = stop_and_pad(model_cfg, tokenizer)
     sampling = SamplingConfig(max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
@@ -797,14 +811,14 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     n_train = task.num_prompts("train")
     base_key = jax.random.key(cfg.seed)
     end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
-    bar = tqdm(total=cfg.steps, initial=start, desc=label, file=sys.stderr, disable=not progress,
+    bar = tqdm(total=cfg.steps, initial=start, desc=label, file=sys.stderr, disable=not (progress and primary),
                dynamic_ncols=True)
 
     def put(batch):
         return shard_batch(batch, mesh) if mesh is not None else jax.tree.map(jnp.asarray, batch)
 
     try:
-        with log_path.open("a") as log:
+        with log_path.open("a") if primary else open(os.devnull, "w") as log:
             for step in range(start, end):
                 t0 = time.perf_counter()
                 step_key = jax.random.fold_in(base_key, step)
@@ -851,9 +865,9 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 old, ref = [], []
                 for s0 in range(0, rows, mb):
                     chunk = put({k: batch[k][s0:s0 + mb] for k in ("tokens", "real")})
-                    old.append(np.asarray(logp_fn(params, chunk["tokens"], chunk["real"])[0]))
+                    old.append(to_host(logp_fn(params, chunk["tokens"], chunk["real"])[0]))
                     if track_ref:
-                        ref.append(np.asarray(logp_fn(ref_params, chunk["tokens"], chunk["real"])[0]))
+                        ref.append(to_host(logp_fn(ref_params, chunk["tokens"], chunk["real"])[0]))
                 batch["old_logp"] = np.concatenate(old)
                 if track_ref:
                     batch["ref_logp"] = np.concatenate(ref)
@@ -866,7 +880,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                     for s0 in range(0, rows, mb):
                         mini = put({k: v[s0:s0 + mb] for k, v in batch.items()})
                         params, opt_state, m = update_fn(params, opt_state, mini)
-                        for k, v in m.items():
+                        for k, v in to_host(m).items():
                             sums[k] = sums.get(k, 0.0) + float(v)
                         updates += 1
                 means = {k: v / updates for k, v in sums.items()}
@@ -906,14 +920,14 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         mesh=mesh, chat_template=chat_template)
                 history.append(record)
                 record["warnings"] = list(safeguards.step_warnings(history, cfg))
-                for message in record["warnings"]:
+                for message in record["warnings"] if primary else []:
                     tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
                 log.write(json.dumps(record) + "\n")
                 log.flush()
                 if (step + 1) % cfg.save_every == 0 or step + 1 == end:
                     save_state(state_path, (params, opt_state), step + 1, fp)
                 if cfg.snapshot_every and (step + 1) % cfg.snapshot_every == 0:
-                    save_model(out / "checkpoints" / f"step_{step + 1:06d}", model_cfg, params, tokenizer)
+                    save_model_primary(out / "checkpoints" / f"step_{step + 1:06d}", model_cfg, params, tokenizer)
                 bar.update(1)
                 bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{active_frac:.2f}",
                                 pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
@@ -922,11 +936,24 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         bar.close()
     done = end
     if done < cfg.steps:
+        barrier(f"catsim-rl-stop-{fp}-{done}")
         return RLResult(str(out), done, False, time.perf_counter() - t_start)
     model_dir = out / "model"
-    save_model(model_dir, model_cfg, params, tokenizer)
-    (model_dir / TASK_FILE).write_text(json.dumps(spec, indent=2, default=str) + "\n")
+    save_model_primary(model_dir, model_cfg, params, tokenizer)
+    if primary:
+        (model_dir / TASK_FILE).write_text(json.dumps(spec, indent=2, default=str) + "\n")
+    barrier(f"catsim-rl-end-{fp}")
     return RLResult(str(out), done, True, time.perf_counter() - t_start)
+
+
+def save_model_primary(directory: Path, model_cfg: ModelConfig, params, tokenizer) -> None:
+    """`checkpoint.save_model` of (possibly multi-process sharded) params: every process takes part
+    in the gather, process 0 writes."""
+    from catsim.llm.checkpoint import save_model
+
+    host = to_host(params)
+    if is_primary():
+        save_model(directory, model_cfg, host, tokenizer)
 
 
 def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, fns: Functions, params,
@@ -947,7 +974,7 @@ def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, 
             parts = []
             for s0 in range(0, resp.shape[0], cfg.mini_batch):
                 chunk = put({k: batch[k][s0:s0 + cfg.mini_batch] for k in ("tokens", "real")})
-                parts.append(np.asarray(fns.confidence(params, chunk["tokens"], chunk["real"])))
+                parts.append(to_host(fns.confidence(params, chunk["tokens"], chunk["real"])))
             conf = np.concatenate(parts)
         if cfg.use("asym_channels"):
             adv = asymmetric_advantages(adv, groups.scores, batch["old_logp"], resp, cfg, conf)

@@ -13,7 +13,10 @@
 
 Multi-host (GPU cluster): start one process per host, call `initialize_distributed()` before
 anything else touches JAX, then build the mesh over `jax.devices()` (all hosts' devices); see
-docs/llm.md for the launch command.
+docs/llm-rl.md for the launch command. Every process runs the same host loop on the same global
+(numpy) batches; `to_host` brings a sharded result back to every process (an all-gather across
+processes when its shards live on other hosts), `is_primary` picks the one process that writes
+files, and `barrier` makes the others wait for those files.
 """
 
 from __future__ import annotations
@@ -38,6 +41,40 @@ def initialize_distributed(**kwargs: Any) -> None:
     coordinator, process count and process id are detected from the environment; otherwise pass
     coordinator_address="host:port", num_processes=..., process_id=...."""
     jax.distributed.initialize(**kwargs)
+
+
+def is_primary() -> bool:
+    """True on the process that writes logs, checkpoints and reports (process 0; always in a
+    single-process run)."""
+    return jax.process_index() == 0
+
+
+def barrier(name: str) -> None:
+    """Wait until every process reaches the barrier `name` (no-op in a single-process run)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def to_host(tree: Any) -> Any:
+    """Numpy copies of a pytree's arrays, each with its GLOBAL value on every process.
+
+    Fully addressable arrays are simply fetched; arrays with shards on other processes are
+    all-gathered across processes (`multihost_utils.process_allgather`, a collective: every process
+    must call `to_host` on the same arrays in the same order). Replicated ones read the local copy.
+    """
+
+    def get(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            if x.is_fully_replicated:
+                return np.asarray(x.addressable_data(0))
+            from jax.experimental import multihost_utils
+
+            return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return np.asarray(jax.device_get(x))
+
+    return jax.tree.map(get, tree)
 
 
 def make_mesh(data: int | None = None, fsdp: int | None = None, devices: list | None = None) -> Mesh:
@@ -87,6 +124,20 @@ def param_shardings(cfg: ModelConfig, mesh: Mesh) -> Params:
 def shard_params(params: Params, cfg: ModelConfig, mesh: Mesh) -> Params:
     """Place existing parameters with `param_shardings`."""
     return jax.tree.map(jax.device_put, params, param_shardings(cfg, mesh))
+
+
+def place_on_mesh(tree: Any, mesh: Mesh) -> Any:
+    """Replicate over `mesh` every array of `tree` not already sharded on it (e.g. optax's step
+    counter, created on one local device): jitted functions need all their arguments on the
+    mesh's devices, which in a multi-process run span several processes."""
+
+    def put(x):
+        sharding = getattr(x, "sharding", None)
+        if isinstance(sharding, NamedSharding) and sharding.mesh == mesh:
+            return x
+        return jax.device_put(np.asarray(x), NamedSharding(mesh, P()))
+
+    return jax.tree.map(put, tree)
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:

@@ -20,15 +20,25 @@ from catsim.errors import CatsimError
 
 
 def save_tree(path: Path, tree: Any, step: int, fingerprint: str) -> None:
-    """Write `tree` atomically with its step and settings fingerprint."""
+    """Write `tree` atomically with its step and settings fingerprint.
+
+    Multi-process runs: every process must call this (the sharded arrays are gathered across
+    processes); only process 0 writes, then all wait for the file, so a resume reads it whole.
+    """
     from safetensors.numpy import save_file
 
-    leaves = jax.tree.leaves(jax.device_get(tree))
+    from catsim.llm.sharding import barrier, is_primary, to_host
+
+    leaves = jax.tree.leaves(to_host(tree))
+    if not is_primary():
+        barrier(f"catsim-save-{path.name}-{step}")
+        return
     tensors = {f"leaf_{i:05d}": np.array(x, order="C") for i, x in enumerate(leaves)}
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata={"step": str(int(step)), "fingerprint": fingerprint,
                                            "leaves": str(len(leaves))})
     os.replace(tmp, path)
+    barrier(f"catsim-save-{path.name}-{step}")
 
 
 def load_tree(path: Path, template: Any, fingerprint: str, *, what: str = "run") -> tuple[Any, int]:

@@ -116,7 +116,11 @@ def register(subparsers) -> None:
     add_common_model_options(parser)
     parser.add_argument("--mesh", default="auto", help="auto | none | DATAxFSDP device mesh (default auto)")
     parser.add_argument("--distributed", action="store_true",
-                        help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md)")
+                        help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md); on "
+                             "SLURM / Open MPI the process layout is detected, otherwise give the three below")
+    parser.add_argument("--coordinator", help="with --distributed: HOST:PORT of process 0's coordinator")
+    parser.add_argument("--num-processes", type=int, help="with --distributed: number of processes")
+    parser.add_argument("--process-id", type=int, help="with --distributed: this process's index (0 = writer)")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="parameter dtype (default: checkpoint's)")
     parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass")
     parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done")
@@ -132,7 +136,11 @@ def run(args) -> int:
     if args.distributed:
         from catsim.llm.sharding import initialize_distributed
 
-        initialize_distributed()
+        layout = {"coordinator_address": args.coordinator, "num_processes": args.num_processes,
+                  "process_id": args.process_id}
+        initialize_distributed(**{k: v for k, v in layout.items() if v is not None})
+    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
+        raise CatsimError("--coordinator, --num-processes and --process-id need --distributed")
     spec = task_spec_from_args(args)
     if args.data_seed is None:  # train on the split the warm-up used
         from catsim.llm.rl import load_task_spec
@@ -147,5 +155,8 @@ def run(args) -> int:
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
     state = "finished" if result.finished else "stopped"
-    print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")
+    from catsim.llm.sharding import is_primary
+
+    if is_primary():
+        print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")
     return 0
