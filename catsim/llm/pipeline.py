@@ -251,9 +251,15 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
         (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
     results["seconds"] = time.perf_counter() - t0
     (out / "results.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    return write_report(results, out)
+
+
+def write_report(results: dict, out: Path) -> Path:
+    """The figures and report.md of a pipeline's results (e.g. re-rendered from a results.json)."""
     from catsim.plots.llm_compare import plot_comparison
     from catsim.plots.llm_rl import plot_passk_curves, plot_theory_overlay, plot_training_dynamics
 
+    out = Path(out)
     plot_comparison(results, out / "comparison.png")
     plot_passk_curves(results, out / "passk_curves.png")
     plot_training_dynamics(results, out / "training_dynamics.png")

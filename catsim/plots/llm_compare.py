@@ -16,6 +16,12 @@ def _at(table: dict, k):
     return table[k] if k in table else table[str(k)]
 
 
+def _not_measured(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="0.4")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
 def plot_comparison(results: dict, path: str | Path) -> Path:
     """Write the comparison figure for the pipeline's `results` dict (results.json) to `path`."""
     import matplotlib
@@ -48,6 +54,8 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
         ax.set_xlabel("RL step")
         ax.legend(fontsize=7)
         ax = row[1]
+        if not any(e.get("heldout_curve") for entries in groups.values() for e in entries):
+            _not_measured(ax, "held-out accuracy not measured\n(RL option --heldout-every K)")
         for label, entries in groups.items():
             curves = [e.get("heldout_curve") for e in entries if e.get("heldout_curve")]
             if not curves:
@@ -74,6 +82,8 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
                 ax.bar(x + i * width, mean, width, yerr=err, capsize=2, color=colors[label], label=label)
             ax.set_xticks(x + 0.4 - width / 2, [f"level {lv}" for lv in levels])
             ax.legend(fontsize=7)
+        else:
+            _not_measured(ax, "this task has no difficulty levels\n(maze: --sizes 5,7,9)")
         ax.set_title(f"{tname}: pass@1 by difficulty level", fontsize=9)
         ax = row[3]
         ks = tr["base"]["ks"]
