@@ -415,8 +415,9 @@ def _comparison_sections(tr: dict, pc: dict, groups: dict) -> list:
         target, window, steps = pc.get("target_reward"), pc.get("target_window"), pc["rl_steps"]
         lines += ["", f"Convergence: first RL step whose trailing {window}-step mean training reward reaches "
                       f"{target} (the reward is measured at the rollout temperature, which asym-GRPO anneals "
-                      f"to 0.2); the same on the held-out accuracy at τ = 1 (every {pc.get('heldout_every')} "
-                      "steps); final: mean training reward of the last window; per seed.", "",
+                      "to 0.2)" + (f"; the same on the held-out accuracy at τ = 1 (every {pc['heldout_every']} steps)"
+                                   if pc.get("heldout_every") else "; held-out accuracy not measured (heldout_every = 0)")
+                  + "; final: mean training reward of the last window; per seed.", "",
                   "| run | steps to reward target | steps to held-out target | final reward | final held-out acc. "
                   "| safeguard warnings |", "|---|---|---|---|---|---|"]
         for label, entries in groups.items():
