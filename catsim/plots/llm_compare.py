@@ -11,9 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _at(table: dict, k):
-    return table[k] if k in table else table[str(k)]
+from catsim.plots.llm_rl import _at, _by_label, passk_panel
 
 
 def _not_measured(ax, text: str) -> None:
@@ -36,9 +34,7 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
     fig, axes = plt.subplots(len(tasks), 4, figsize=(18, 3.8 * len(tasks)), squeeze=False)
     target = results["config"].get("target_reward")
     for row, (tname, tr) in zip(axes, tasks):
-        groups: dict = {}
-        for entry in tr["runs"].values():
-            groups.setdefault(entry["label"], []).append(entry)
+        groups = _by_label(tr)
         colors = dict(zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
         ax = row[0]
         for label, runs in logs[tname].items():
@@ -86,15 +82,7 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
             _not_measured(ax, "this task has no difficulty levels\n(maze: --sizes 5,7,9)")
         ax.set_title(f"{tname}: pass@1 by difficulty level", fontsize=9)
         ax = row[3]
-        ks = tr["base"]["ks"]
-        ax.plot(ks, [_at(tr["base"]["pass_at_k"], k) for k in ks], "k--", label="base")
-        for label, entries in groups.items():
-            vals = np.asarray([[_at(e["eval"]["pass_at_k"], k) for k in ks] for e in entries])
-            ax.plot(ks, vals.mean(axis=0), marker="o", ms=3, color=colors[label], label=label)
-            if len(entries) > 1:
-                ax.fill_between(ks, vals.min(axis=0), vals.max(axis=0), color=colors[label], alpha=0.15)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("k")
+        passk_panel(ax, tr, colors)
         ax.set_title(f"{tname}: pass@k (held-out)", fontsize=9)
         for a in row:
             a.grid(alpha=0.3)

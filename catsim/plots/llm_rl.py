@@ -30,21 +30,28 @@ def _by_label(task_res: dict) -> dict:
     return groups
 
 
+def passk_panel(ax, task_res: dict, colors: dict | None = None) -> None:
+    """One task's pass@k vs k on `ax` (log2 axis): the base model dashed, each run label's mean
+    over seeds with its seed range as a band; `colors` maps labels to colours (default: the cycle)."""
+    ks = task_res["base"]["ks"]
+    ax.plot(ks, [_at(task_res["base"]["pass_at_k"], k) for k in ks], "k--", label="base")
+    for label, entries in _by_label(task_res).items():
+        curves = np.asarray([[_at(e["eval"]["pass_at_k"], k) for k in ks] for e in entries])
+        style = {} if colors is None else {"color": colors[label]}
+        line, = ax.plot(ks, curves.mean(axis=0), marker="o", ms=3, label=label, **style)
+        if len(entries) > 1:
+            ax.fill_between(ks, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.15)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k")
+
+
 def plot_passk_curves(results: dict, path: str | Path) -> Path:
     """pass@k vs k (log2 axis), one panel per task; lines = mean over seeds, band = seed range."""
     plt = _plt()
     tasks = list(results["tasks"].items())
     fig, axes = plt.subplots(1, len(tasks), figsize=(5.5 * len(tasks), 4), squeeze=False)
     for ax, (tname, tr) in zip(axes[0], tasks):
-        ks = tr["base"]["ks"]
-        ax.plot(ks, [_at(tr["base"]["pass_at_k"], k) for k in ks], "k--", label="base")
-        for label, entries in _by_label(tr).items():
-            curves = np.asarray([[_at(e["eval"]["pass_at_k"], k) for k in ks] for e in entries])
-            line, = ax.plot(ks, curves.mean(axis=0), marker="o", ms=3, label=label)
-            if len(entries) > 1:
-                ax.fill_between(ks, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.15)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("k")
+        passk_panel(ax, tr)
         ax.set_ylabel("pass@k (held-out)")
         ax.set_title(tname)
         ax.grid(alpha=0.3)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Container, Iterator
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -129,12 +129,20 @@ class GeneratedSplits:
     whose answer count is out of range). Held-out instances are drawn first, distinct from each
     other; a train draw that equals a held-out instance is redrawn, so the splits never overlap.
     Train prompts may repeat among themselves (draws with replacement, as from a large pool).
+    The split sizes come from the subclass's `config` (fields `n_train`, `n_heldout`).
     """
 
     name: str
-    n_train: int
-    n_heldout: int
+    config: Any
     max_attempts: int = 1000  # redraws allowed per prompt before giving up with a CatsimError
+
+    @property
+    def n_train(self) -> int:
+        return self.config.n_train
+
+    @property
+    def n_heldout(self) -> int:
+        return self.config.n_heldout
 
     def _instance(self, rng: np.random.Generator) -> Instance | None:
         raise NotImplementedError

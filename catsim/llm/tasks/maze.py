@@ -138,14 +138,6 @@ class MazeTask(GeneratedSplits):
     name: ClassVar[str] = "maze"
 
     @property
-    def n_train(self) -> int:  # type: ignore[override]
-        return self.config.n_train
-
-    @property
-    def n_heldout(self) -> int:  # type: ignore[override]
-        return self.config.n_heldout
-
-    @property
     def alphabet(self) -> str:
         return grid.ALPHABET
 

@@ -115,14 +115,6 @@ class PathsTask(GeneratedSplits):
     name: ClassVar[str] = "paths"
 
     @property
-    def n_train(self) -> int:  # type: ignore[override]
-        return self.config.n_train
-
-    @property
-    def n_heldout(self) -> int:  # type: ignore[override]
-        return self.config.n_heldout
-
-    @property
     def alphabet(self) -> str:
         return grid.ALPHABET
 
