@@ -157,7 +157,7 @@ class _TensorBoardSink:
         if flush:
             self._writer.flush()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self._writer.close()
 
 
@@ -186,8 +186,8 @@ class _WandbSink:
     def write(self, step: int, values: dict[str, float], flush: bool = True) -> None:
         self._run.log(values, step=step)
 
-    def close(self) -> None:
-        self._run.finish()
+    def close(self, failed: bool = False) -> None:
+        self._run.finish(exit_code=1 if failed else 0)
 
 
 class MetricsWriter:
@@ -232,7 +232,7 @@ class MetricsWriter:
                     sink.write(record["step"], values, flush=i == len(kept) - 1)
             self._file = self.path.open("a")
         except BaseException:
-            self.close()
+            self.close(failed=True)
             raise
 
     def write(self, record: Mapping[str, Any]) -> dict:
@@ -253,11 +253,12 @@ class MetricsWriter:
             sink.write(step, values)
         return clean
 
-    def close(self) -> None:
-        """Flush and close the JSONL file and every sink (safe to call twice)."""
+    def close(self, failed: bool = False) -> None:
+        """Flush and close the JSONL file and every sink (safe to call twice); `failed` marks
+        the W&B run as crashed (as leaving the `with` block on an exception does)."""
         sinks, self._sinks = self._sinks, []
         for sink in sinks:
-            sink.close()
+            sink.close(failed)
         if self._file is not None:
             self._file.close()
             self._file = None
@@ -265,5 +266,5 @@ class MetricsWriter:
     def __enter__(self) -> MetricsWriter:
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.close(failed=exc_type is not None)
