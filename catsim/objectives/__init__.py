@@ -48,7 +48,7 @@ What is where
     token_sum_constant(per_token_BxT, mask_BxT, max_length) -> []   Dr.GRPO
     SURROGATES: {"linear", "reinforce", "grpo", "dapo", "cispo"} -> f(logp, old_logp, advantages)
 
-`asymmetric` — the asymmetric, confidence-weighted GRPO article (issue 9; docs/asymmetric-grpo.md):
+`asymmetric` — the asymmetric, confidence-weighted GRPO article (docs/asymmetric-grpo.md):
     AsymmetricConfig(baseline=0.3, kl_direction="uniform_to_policy", positive_tau=1.0,
                      negative_reading="text", negative_d=1.0, negative_eps=1e-2, top_k=1,
                      amplify=1.5, delta=2.0, rich_positives=3, top_negatives=3)
