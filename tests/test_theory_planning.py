@@ -112,3 +112,27 @@ def test_advise_without_rare_answers_says_so():
     advice = planning.advise(labels, np.ones((5, 10), bool), [2, 8], n_boot=5)
     assert not advice.has_rare.any() and advice.recommended_gamma == 0.0
     assert "no loss" in advice.reasoning
+
+
+def test_expected_focal_weight_by_hand_and_monte_carlo():
+    mu = np.array([0.3, 0.8])
+    # N = 2: the only active count is X = 1 → (1/2)^γ whatever μ
+    np.testing.assert_allclose(planning.expected_focal_weight(mu, [2], 0.5)[:, 0], 0.5**0.5, rtol=1e-12)
+    # N = 3, μ = 0.3: X=1 w.p. 3·.3·.49 = .441, X=2 w.p. 3·.09·.7 = .189
+    want = (0.441 * (2 / 3) + 0.189 * (1 / 3)) / (0.441 + 0.189)
+    assert planning.expected_focal_weight([0.3], [3], 1.0)[0, 0] == pytest.approx(want, rel=1e-12)
+    rng = np.random.default_rng(4)
+    x = rng.binomial(16, 0.8, size=400_000)
+    x = x[(x > 0) & (x < 16)]
+    mc = np.power(1 - x / 16, 0.5)
+    got = planning.expected_focal_weight([0.8], [16], 0.5)[0, 0]
+    assert abs(mc.mean() - got) < 5 * mc.std() / np.sqrt(mc.size)
+
+
+def test_advice_never_recommends_an_n_below_the_risk_peak():
+    rng = np.random.default_rng(5)
+    labels, ok = _synthetic(rng, np.array([0.2, 0.01, 0.79]), [True, True, False], p=30, n=200)
+    advice = planning.advise(labels, ok, [2, 4, 8, 16, 32, 64], n_boot=30)
+    peak = advice.group_sizes[int(np.nanargmax(advice.mean_risk))]
+    assert advice.recommended_n >= peak
+    assert advice.mean_risk[0] < advice.mean_risk.max()  # small N: low risk, because rarely active

@@ -18,7 +18,8 @@ a bootstrap over each prompt's n samples gives its sampling band. Prompts withou
 
 Other per-N quantities: the share of prompts in the concentration regime (`regime_boundaries`,
 level 1/2), the expected number of visits of a prompt until one of its groups is active *and*
-samples the rare subset, 1 / (Pr(active) − Pr(B)), and F-GRPO's focal weight (1 − μ̂)^γ.
+samples the rare subset, 1 / (Pr(active) − Pr(B)), and the focal weight F-GRPO gives the prompt's
+active groups, E[(1 − X/N)^γ | active] with X ~ Binomial(N, μ̂) the group's correct count.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
+from scipy import stats
 
 from catsim.errors import CatsimError
 from catsim.theory.tail_miss import (
@@ -46,6 +48,7 @@ __all__ = [
     "group_risk",
     "steps_to_rare",
     "concentration",
+    "expected_focal_weight",
     "advise",
 ]
 
@@ -182,6 +185,24 @@ def concentration(mu, tau, n, level: float = 0.5) -> np.ndarray:
     return out
 
 
+def expected_focal_weight(mu, n, gamma: float) -> np.ndarray:
+    """[P, K] E[(1 − X/N)^γ | group active], X ~ Binomial(N, μ) the correct count of a group of N
+    (F-GRPO's weight of the prompt's groups that carry a gradient); NaN where no group is active."""
+    mu = np.clip(np.asarray(mu, np.float64).reshape(-1), 0.0, 1.0)
+    ns = np.asarray(n, np.int64).reshape(-1)
+    out = np.full((mu.size, ns.size), np.nan)
+    for k, size in enumerate(ns):
+        if size < 2:
+            continue
+        x = np.arange(1, size)  # the active counts
+        pmf = stats.binom.pmf(x[None, :], size, mu[:, None])  # [P, N−1]
+        mass = pmf.sum(axis=1)
+        g = np.power(1.0 - x / size, gamma)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[:, k] = np.where(mass > 0, (pmf * g).sum(axis=1) / np.where(mass > 0, mass, 1.0), np.nan)
+    return out
+
+
 @dataclasses.dataclass
 class Advice:
     """What `advise` found (arrays over P prompts and K candidate group sizes)."""
@@ -200,7 +221,8 @@ class Advice:
     mean_risk_hi: np.ndarray  # [K] bootstrap 95 % of the mean
     concentration_share: np.ndarray  # [K] share of prompts with a rare subset in the concentration regime
     median_steps_to_rare: np.ndarray  # [K] median over prompts of steps_to_rare
-    focal_weights: dict  # {γ: [P] (1 − μ̂)^γ}
+    mean_active: np.ndarray  # [K] mean over prompts with a rare subset of Pr(group active)
+    focal_weights: dict  # {γ: [P, K] E[(1 − X/N)^γ | active]}
     recommended_n: int
     recommended_gamma: float
     reasoning: str
@@ -219,6 +241,7 @@ class Advice:
             "mean_risk": clean(self.mean_risk), "mean_risk_lo": clean(self.mean_risk_lo),
             "mean_risk_hi": clean(self.mean_risk_hi), "concentration_share": clean(self.concentration_share),
             "median_steps_to_rare": clean(self.median_steps_to_rare),
+            "mean_active": clean(self.mean_active),
             "focal_weights": {f"{g:g}": clean(w) for g, w in self.focal_weights.items()},
             "recommended_n": self.recommended_n, "recommended_gamma": self.recommended_gamma,
             "reasoning": self.reasoning,
@@ -235,10 +258,15 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
            n_boot: int = 200, seed: int = 0, gammas: Sequence[float] = (0.5, 1.0),
            target_risk: float = 0.1, level: float = 0.5) -> Advice:
     """Per prompt and candidate N: Lemma 3.1 risk with a bootstrap band; per N: the mean risk, the
-    concentration share and the median steps to a first rare sample in an active group; and a
-    recommendation: the smallest N whose mean risk (upper band) is at most `target_risk`; if none
-    is, the N with the lowest mean risk plus F-GRPO at the smaller γ that down-weights the solved
-    prompts (γ = 0.5 when most prompts are in the concentration regime there, else 1)."""
+    concentration share, the median visits to a first rare sample in an active group and F-GRPO's
+    expected focal weight; and a recommendation.
+
+    The recommendation: risk is low at small N only because groups are rarely active there (no
+    learning signal), so only N at or above the peak of the mean risk count. Among those, the
+    smallest N whose mean risk (upper 95 % bootstrap bound) is at most `target_risk`, with plain
+    GRPO; if none is, the largest candidate N with F-GRPO, at the smaller γ when most of the
+    prompts there are in the concentration regime and the larger one otherwise.
+    """
     ns = np.asarray(list(group_sizes), np.float64)
     if ns.size == 0 or np.any(ns < 1) or np.any(ns != np.floor(ns)) or np.any(ns > 2**31):
         raise CatsimError("group sizes must be a non-empty list of whole numbers in [1, 2^31]")
@@ -269,7 +297,9 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
     with warnings.catch_warnings():  # all-NaN columns (prompts without a rare subset) are expected
         warnings.simplefilter("ignore", RuntimeWarning)
         median_steps = np.nanmedian(np.where(has_rare[:, None], steps, np.nan), axis=0)
-    weights = {float(g): np.power(np.clip(1.0 - mu, 0.0, 1.0), g) for g in gammas}
+    weights = {float(g): expected_focal_weight(mu, ns, g) for g in gammas}
+    active = np.asarray(active_probability(ns[None, :], np.clip(mu[:, None], 0.0, 1.0)), np.float64)
+    mean_active = active[has_rare].mean(axis=0) if np.any(has_rare) else np.full(ns.size, np.nan)
 
     n_rare = int(has_rare.sum())
     if n_rare == 0:
@@ -279,29 +309,32 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
                      f"group size: take the smallest candidate N = {rec_n} and plain GRPO (γ = 0). More "
                      f"samples per prompt (--n) can reveal rarer answers.")
     else:
-        fine = np.flatnonzero(mean_hi <= target_risk)
-        if fine.size:
-            k = int(fine[0])
+        peak = int(np.nanargmax(mean_risk))
+        head = (f"{n_rare} of {mu.size} prompts have a rare correct subset (rule {rule}; mean "
+                f"τ̂ = {np.mean(tau[has_rare]):.3g}, mean μ̂ = {np.mean(mu[has_rare]):.3g}). Their mean Lemma 3.1 "
+                f"risk peaks at N = {int(ns[peak])} ({mean_risk[peak]:.3f}); below that N it is low only "
+                f"because groups are rarely active (no learning signal). ")
+        fine = [k for k in range(peak, ns.size) if mean_hi[k] <= target_risk]
+        if fine:
+            k = fine[0]
             rec_n, rec_gamma = int(ns[k]), 0.0
-            reasoning = (f"{n_rare} of {mu.size} prompts have a rare correct subset (rule {rule}; mean "
-                         f"τ̂ = {np.mean(tau[has_rare]):.3g}, mean μ̂ = {np.mean(mu[has_rare]):.3g}). The "
-                         f"smallest candidate group size whose mean Lemma 3.1 risk is at most {target_risk:g} "
-                         f"(upper 95 % bootstrap bound) is N = {rec_n}: mean risk {mean_risk[k]:.3f} "
-                         f"[{mean_lo[k]:.3f}, {mean_hi[k]:.3f}], {share[k]:.0%} of these prompts in the "
-                         f"concentration regime. Plain GRPO (γ = 0) suffices at that N; smaller N lose "
-                         f"rare solutions more often.")
+            reasoning = head + (f"The smallest larger N whose mean risk is at most {target_risk:g} (upper 95 % "
+                                f"bootstrap bound) is N = {rec_n}: mean risk {mean_risk[k]:.3f} [{mean_lo[k]:.3f}, "
+                                f"{mean_hi[k]:.3f}], groups active with probability {mean_active[k]:.2f}, "
+                                f"{share[k]:.0%} of these prompts in the concentration regime. Plain GRPO "
+                                f"(γ = 0) suffices there; between N = {int(ns[peak])} and N = {rec_n} rare "
+                                f"answers are lost more often.")
         else:
-            k = int(np.nanargmin(mean_risk))
+            k = ns.size - 1
             rec_n = int(ns[k])
             rec_gamma = float(min(gammas)) if share[k] > 0.5 else float(max(gammas))
-            peak = int(np.nanargmax(mean_risk))
-            reasoning = (f"{n_rare} of {mu.size} prompts have a rare correct subset (rule {rule}; mean "
-                         f"τ̂ = {np.mean(tau[has_rare]):.3g}, mean μ̂ = {np.mean(mu[has_rare]):.3g}). No "
-                         f"candidate N brings the mean Lemma 3.1 risk under {target_risk:g}: it peaks at "
-                         f"N = {int(ns[peak])} ({mean_risk[peak]:.3f}) and is lowest at N = {rec_n} "
-                         f"({mean_risk[k]:.3f} [{mean_lo[k]:.3f}, {mean_hi[k]:.3f}]), where {share[k]:.0%} "
-                         f"of these prompts are in the concentration regime. Use N = {rec_n} with F-GRPO "
-                         f"γ = {rec_gamma:g} (mean focal weight {np.mean(weights[rec_gamma][has_rare]):.2f} "
-                         f"on them), so that prompts already solved pull less mass from their rare answers.")
+            g = np.nanmean(weights[rec_gamma][has_rare, k])
+            reasoning = head + (f"No candidate N from there on brings it under {target_risk:g}; at the largest, "
+                                f"N = {rec_n}, it is {mean_risk[k]:.3f} [{mean_lo[k]:.3f}, {mean_hi[k]:.3f}] and "
+                                f"{share[k]:.0%} of these prompts are in the concentration regime. Use the largest N "
+                                f"you can afford with F-GRPO γ = {rec_gamma:g} (expected focal weight of their "
+                                f"active groups {g:.2f}), so that prompts the policy already solves pull less "
+                                f"mass from their rare answers.")
     return Advice(ns.astype(np.int64), str(rule), n_samples, mu, tau, has_rare, risk, risk_lo, risk_hi,
-                  mean_risk, mean_lo, mean_hi, share, median_steps, weights, rec_n, rec_gamma, reasoning)
+                  mean_risk, mean_lo, mean_hi, share, median_steps, mean_active, weights, rec_n, rec_gamma,
+                  reasoning)
