@@ -44,9 +44,9 @@ def test_gamma_schedules_hand_values():
     assert float(focal.switch_gamma(9, 0.5, 10)) == 0.0
     assert float(focal.switch_gamma(10, 0.5, 10)) == 0.5
     # curriculum ramp between success 0.3 and 0.7: 0.5 is half way
-    assert float(focal.curriculum_gamma(0.5, 1.0, 0.3, 0.7)) == pytest.approx(0.5)
-    assert float(focal.curriculum_gamma(0.1, 1.0, 0.3, 0.7)) == 0.0
-    assert float(focal.curriculum_gamma(0.9, 1.0, 0.3, 0.7)) == 1.0
+    assert float(focal.success_ramp_gamma(0.5, 1.0, 0.3, 0.7)) == pytest.approx(0.5)
+    assert float(focal.success_ramp_gamma(0.1, 1.0, 0.3, 0.7)) == 0.0
+    assert float(focal.success_ramp_gamma(0.9, 1.0, 0.3, 0.7)) == 1.0
 
 
 def test_gamma_schedule_dataclass_and_jit():
@@ -123,7 +123,7 @@ def test_mean_abs_grpo_advantage_equals_group_mean(n, x):
 
 def test_curriculum_function_rejects_empty_ramp():
     with pytest.raises(CatsimError, match="success_low < success_high"):
-        focal.curriculum_gamma(0.5, 1.0, 0.5, 0.5)
+        focal.success_ramp_gamma(0.5, 1.0, 0.5, 0.5)
 
 
 def test_focal_group_advantages_compose_success_rate_and_advantages():
@@ -138,3 +138,57 @@ def test_focal_group_advantages_compose_success_rate_and_advantages():
     np.testing.assert_allclose(out, 0.75 * np.array([3**0.5] + [-(3**-0.5)] * 3), rtol=1e-6)
     with pytest.raises(CatsimError, match="unknown advantage kind"):
         focal.focal_group_advantages(r, 1.0, kind="ppo")
+
+
+def test_epoch_increment_schedule_is_the_articles_dynamic_gamma_rule():
+    # The article's loop, run literally: once per epoch, `if epoch > warmup: γ = min(1.0, γ + 0.1)`.
+    steps_per_epoch, warmup, start = 5, 2, 0.3
+    expected, gamma = [], start
+    for epoch in range(12):
+        if epoch > warmup:
+            gamma = min(1.0, gamma + 0.1)
+        expected += [gamma] * steps_per_epoch
+    sched = focal.GammaSchedule(kind="epoch_increment", gamma=1.0, gamma_start=start,
+                                steps_per_epoch=steps_per_epoch, warmup_epochs=warmup)
+    got = jax.jit(jax.vmap(sched))(jnp.arange(len(expected)))
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)  # float32 sums of 0.1
+    assert sched.max_gamma == 1.0
+
+
+def test_step_ramp_schedule_is_the_articles_get_gamma():
+    def get_gamma(current_step):  # the article's §5.2 function, verbatim
+        base = 0.5
+        if current_step > 1000:
+            return min(1.5, base + (current_step - 1000) / 2000)
+        return base
+
+    sched = focal.GammaSchedule(kind="step_ramp", gamma=1.5, gamma_start=0.5, ramp_start=1000,
+                                ramp_steps=2000)
+    steps = np.array([0, 999, 1000, 1001, 1500, 2999, 3000, 3001, 10_000])
+    np.testing.assert_allclose(jax.vmap(sched)(jnp.asarray(steps)), [get_gamma(s) for s in steps],
+                               rtol=1e-6)
+    assert sched.max_gamma == 1.5
+
+
+def test_curriculum_is_the_old_name_of_the_success_ramp():
+    assert focal.GammaSchedule(kind="curriculum", gamma=1.0).kind == "success_ramp"
+    assert "curriculum" not in focal.GAMMA_SCHEDULES
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(kind="epoch_increment", steps_per_epoch=0), "steps_per_epoch"),
+    (dict(kind="epoch_increment", increment=-0.1), "increment"),
+    (dict(kind="step_ramp", ramp_steps=0), "ramp_steps"),
+    (dict(kind="step_ramp", ramp_start=-1), "ramp_start"),
+])
+def test_article_schedules_reject_bad_config(kwargs, match):
+    with pytest.raises(CatsimError, match=match):
+        focal.GammaSchedule(**kwargs)
+
+
+def test_focal_group_advantages_sample_std_option():
+    r = jnp.array([1.0, 0.0, 0.0, 0.0])  # μ = 1/4; population std √(3)/4, sample std 1/2
+    pop = focal.focal_group_advantages(r, 0.0, eps=0.0)
+    sample = focal.focal_group_advantages(r, 0.0, eps=0.0, ddof=1)
+    np.testing.assert_allclose(pop, [0.75 / (3 ** 0.5 / 4)] + [-0.25 / (3 ** 0.5 / 4)] * 3, rtol=1e-6)
+    np.testing.assert_allclose(sample, [1.5, -0.5, -0.5, -0.5], rtol=1e-6)

@@ -22,12 +22,15 @@ What is where
     focal_weight(success_rate, gamma) -> g = (1 − μ̂)^γ   (0^0 = 1: γ = 0 is GRPO)
     apply_focal(advantages_N, success_rate, gamma) -> [N]
     focal_group_advantages(rewards_N, gamma, *, kind="grpo", reward_correct=1.0,
-                           reward_wrong=0.0, eps=1e-6) -> [N]      μ̂ and A from the same rewards
+                           reward_wrong=0.0, eps=1e-6, ddof=0) -> [N]   μ̂ and A from the same rewards
     constant_gamma(step, gamma); warmup_gamma(step, gamma, warmup_steps, gamma_start=0.0)
-    curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0)
+    success_ramp_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0)
     switch_gamma(step, gamma, switch_step)                  γ = 0 before switch_step (GRPO→F-GRPO)
-    GammaSchedule(kind, gamma, gamma_start, warmup_steps, switch_step, success_low, success_high)
-        schedule(step, success_rate=None) -> γ;  schedule.max_gamma
+    epoch_increment_gamma(step, gamma, gamma_start, steps_per_epoch, warmup_epochs, increment=0.1)
+    step_ramp_gamma(step, gamma, gamma_start, ramp_start, ramp_steps)   the article's get_gamma
+    GammaSchedule(kind, gamma, gamma_start, warmup_steps, switch_step, success_low, success_high,
+                  steps_per_epoch, warmup_epochs, increment, ramp_start, ramp_steps)
+        schedule(step, success_rate=None) -> γ;  schedule.max_gamma;  GAMMA_SCHEDULES
     low_lr_multiplier(gamma) -> float   m_γ = B(3/2, γ+3/2)/B(3/2, 3/2)  (m_0.5 ≈ 0.679)
     mean_abs_grpo_advantage(success_rate) -> 2·sqrt(μ(1−μ))
 
@@ -74,6 +77,10 @@ What is where
     stagnation_warning(step, total_steps, temperature, tau_min, *, early_fraction=0.5,
                        pass_at_k=None, window=5, min_gain=1e-3) -> tuple[str, ...]
 
+`rewards` — length shaping (DAPO §3.4):
+    overlong_penalty(lengths, max_length, buffer, penalty=1.0) -> [...]   0, linear ramp, −penalty
+    overlong_keep(truncated) -> [...]   overlong filtering: 0 for truncated completions
+
 `grad_clip` — optax:
     dual_threshold_clip(max_norm, lower_threshold=0.1, amplification=1.5)
         -> optax.GradientTransformation   (= optax.clip_by_global_norm above the lower threshold)
@@ -85,6 +92,6 @@ Categorical simulator, counts c_V of N draws with per-action advantage A_V:
     loss = token_mean(reinforce_loss(jax.nn.log_softmax(z_V), A_V), c_V)   # = (1/N)Σ_j over draws
 """
 
-from catsim.objectives import advantages, asymmetric, focal, grad_clip, losses
+from catsim.objectives import advantages, asymmetric, focal, grad_clip, losses, rewards
 
-__all__ = ["advantages", "asymmetric", "focal", "grad_clip", "losses"]
+__all__ = ["advantages", "asymmetric", "focal", "grad_clip", "losses", "rewards"]

@@ -28,8 +28,11 @@ __all__ = [
     "focal_group_advantages",
     "constant_gamma",
     "warmup_gamma",
-    "curriculum_gamma",
+    "success_ramp_gamma",
     "switch_gamma",
+    "epoch_increment_gamma",
+    "step_ramp_gamma",
+    "GAMMA_SCHEDULES",
     "GammaSchedule",
     "low_lr_multiplier",
     "mean_abs_grpo_advantage",
@@ -59,14 +62,15 @@ def apply_focal(advantages_N, success_rate, gamma):
 
 
 def focal_group_advantages(
-    rewards_N, gamma, *, kind="grpo", reward_correct=1.0, reward_wrong=0.0, eps=1e-6
+    rewards_N, gamma, *, kind="grpo", reward_correct=1.0, reward_wrong=0.0, eps=1e-6, ddof=0
 ):
     """F-GRPO advantages of one group: (1 − μ̂)^γ · A_j, with μ̂ and A from the same rewards.
 
     Args:
       rewards_N: [N] rewards in [Rw, Rc].
       gamma: γ ≥ 0 (γ = 0 returns the plain advantages).
-      kind: "grpo" (std-normalised, ε = eps, population std), "dr_grpo" or "mean_centred".
+      kind: "grpo" (std-normalised, ε = eps), "dr_grpo" or "mean_centred".
+      ddof: the GRPO std: 0 = population std (the paper's analysis), 1 = sample std (verl, TRL).
       reward_correct, reward_wrong: Rc > Rw for μ̂ = (R̄ − Rw)/(Rc − Rw).
 
     Returns:
@@ -76,12 +80,12 @@ def focal_group_advantages(
         raise CatsimError(
             f"unknown advantage kind {kind!r}; choose one of {', '.join(adv.ADVANTAGES)}"
         )
-    base = adv.grpo(rewards_N, eps=eps) if kind == "grpo" else adv.ADVANTAGES[kind](rewards_N)
+    base = adv.grpo(rewards_N, eps=eps, ddof=ddof) if kind == "grpo" else adv.ADVANTAGES[kind](rewards_N)
     mu = adv.success_rate(rewards_N, reward_correct=reward_correct, reward_wrong=reward_wrong)
     return apply_focal(base, mu, gamma)
 
 
-# --- γ schedules: pure functions of the step (and, for the curriculum, of a success rate) ---
+# --- γ schedules: pure functions of the step (and, for the success ramp, of a success rate) ---
 
 
 def constant_gamma(step, gamma):
@@ -98,7 +102,7 @@ def warmup_gamma(step, gamma, warmup_steps, gamma_start=0.0):
     return gamma_start + (gamma - gamma_start) * frac
 
 
-def curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0):
+def success_ramp_gamma(success_rate, gamma, success_low, success_high, gamma_start=0.0):
     """γ as a ramp in the batch success rate: `gamma_start` below `success_low`, `gamma` above
     `success_high`, linear in between.
 
@@ -108,7 +112,7 @@ def curriculum_gamma(success_rate, gamma, success_low, success_high, gamma_start
     """
     lo, hi = v.concrete_float(success_low), v.concrete_float(success_high)
     if lo is not None and hi is not None and not lo < hi:
-        raise CatsimError(f"curriculum needs success_low < success_high, got {lo} >= {hi}")
+        raise CatsimError(f"success_ramp needs success_low < success_high, got {lo} >= {hi}")
     s = jnp.asarray(success_rate, dtype=jnp.result_type(float))
     frac = jnp.clip((s - success_low) / (success_high - success_low), 0.0, 1.0)
     return gamma_start + (gamma - gamma_start) * frac
@@ -120,47 +124,88 @@ def switch_gamma(step, gamma, switch_step):
     return jnp.where(step < switch_step, 0.0, gamma).astype(jnp.result_type(float))
 
 
-_KINDS = ("constant", "warmup", "curriculum", "switch")
+def epoch_increment_gamma(step, gamma, gamma_start, steps_per_epoch, warmup_epochs, increment=0.1):
+    """The F-GRPO article's "dynamic γ" rule (§4.2): every epoch after `warmup_epochs`,
+    γ ← min(gamma, γ + increment), starting from `gamma_start` (article: cap 1.0, +0.1).
+
+    The article's loop runs `if current_epoch > warmup_epochs: γ = min(1.0, γ + 0.1)` once per
+    epoch; with 0-based epochs e = step // steps_per_epoch the increments done by epoch e number
+    max(0, e − warmup_epochs), so γ_e = min(gamma, gamma_start + increment · max(0, e − warmup_epochs)).
+    """
+    epoch = jnp.asarray(step) // steps_per_epoch
+    count = jnp.maximum(epoch - warmup_epochs, 0).astype(jnp.result_type(float))
+    return jnp.minimum(jnp.asarray(gamma, jnp.result_type(float)), gamma_start + increment * count)
+
+
+def step_ramp_gamma(step, gamma, gamma_start, ramp_start, ramp_steps):
+    """The F-GRPO article's `get_gamma` curriculum (§5.2): γ = `gamma_start` up to step
+    `ramp_start`, then gamma_start + (step − ramp_start)/ramp_steps, capped at `gamma`
+    (article: 0.5 until step 1000, then 0.5 + (step − 1000)/2000, capped at 1.5)."""
+    step = jnp.asarray(step, dtype=jnp.result_type(float))
+    ramp = gamma_start + jnp.maximum(step - ramp_start, 0.0) / ramp_steps
+    return jnp.minimum(jnp.asarray(gamma, jnp.result_type(float)), ramp)
+
+
+GAMMA_SCHEDULES = ("constant", "warmup", "success_ramp", "switch", "epoch_increment", "step_ramp")
 
 
 @dataclasses.dataclass(frozen=True)
 class GammaSchedule:
-    """Which γ to use at a step. Call as `schedule(step, success_rate=None) -> γ` (jittable)."""
+    """Which γ to use at a step. Call as `schedule(step, success_rate=None) -> γ` (jittable).
 
-    kind: str = "constant"  # one of "constant", "warmup", "curriculum", "switch"
-    gamma: float = 0.0  # target γ: the constant, the end of warm-up/ramp, the value after a switch
-    gamma_start: float = 0.0  # γ at step 0 of the warm-up / below `success_low` in the curriculum
+    Kinds (`GAMMA_SCHEDULES`):
+      constant         γ = gamma at every step (the paper's setting)
+      warmup           linear from gamma_start at step 0 to gamma at warmup_steps (no delay)
+      success_ramp     linear in the batch success rate: gamma_start at/below success_low,
+                       gamma at/above success_high ("curriculum" is accepted as its old name)
+      switch           γ = 0 (GRPO) before switch_step, then gamma
+      epoch_increment  the article's §4.2 rule: + increment per epoch after warmup_epochs,
+                       from gamma_start, capped at gamma (article: +0.1, cap 1.0)
+      step_ramp        the article's §5.2 `get_gamma`: gamma_start until ramp_start, then
+                       + 1/ramp_steps per step, capped at gamma (article: 0.5, 1000, 2000, 1.5)
+    """
+
+    kind: str = "constant"  # one of GAMMA_SCHEDULES
+    gamma: float = 0.0  # target γ: the constant, the end of a warm-up/ramp, the value after a switch, the cap
+    gamma_start: float = 0.0  # γ at step 0 (warmup, epoch_increment, step_ramp) / below success_low (success_ramp)
     warmup_steps: int = 0  # "warmup": steps of the linear increase from gamma_start to gamma
     switch_step: int = 0  # "switch": first step that uses gamma (γ = 0, plain GRPO, before it)
-    success_low: float = 0.3  # "curriculum": success rate at or below which γ = gamma_start
-    success_high: float = 0.7  # "curriculum": success rate at or above which γ = gamma
+    success_low: float = 0.3  # "success_ramp": success rate at or below which γ = gamma_start
+    success_high: float = 0.7  # "success_ramp": success rate at or above which γ = gamma
+    steps_per_epoch: int = 1  # "epoch_increment": steps in one epoch (an epoch = one pass over the prompts)
+    warmup_epochs: int = 0  # "epoch_increment": epochs before γ starts to grow
+    increment: float = 0.1  # "epoch_increment": γ added per epoch after the warm-up
+    ramp_start: int = 0  # "step_ramp": last step at gamma_start
+    ramp_steps: int = 1  # "step_ramp": steps per unit of γ on the ramp
 
     def __post_init__(self):
-        if self.kind not in _KINDS:
+        if self.kind == "curriculum":  # the old name of the success-rate ramp
+            object.__setattr__(self, "kind", "success_ramp")
+        if self.kind not in GAMMA_SCHEDULES:
             raise CatsimError(
-                f"unknown gamma schedule {self.kind!r}; choose one of {', '.join(_KINDS)}"
+                f"unknown gamma schedule {self.kind!r}; choose one of {', '.join(GAMMA_SCHEDULES)}"
             )
         v.check_nonnegative("gamma", self.gamma)
         v.check_nonnegative("gamma_start", self.gamma_start)
-        if int(self.warmup_steps) != self.warmup_steps or self.warmup_steps < 0:
-            raise CatsimError(f"warmup_steps must be a whole number >= 0, got {self.warmup_steps}")
-        if int(self.switch_step) != self.switch_step or self.switch_step < 0:
-            raise CatsimError(f"switch_step must be a whole number >= 0, got {self.switch_step}")
+        v.check_nonnegative("increment", self.increment)
+        for name, low in (("warmup_steps", 0), ("switch_step", 0), ("steps_per_epoch", 1),
+                          ("warmup_epochs", 0), ("ramp_start", 0), ("ramp_steps", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or value < low:
+                raise CatsimError(f"{name} must be a whole number >= {low}, got {value}")
         v.check_in_closed("success_low", self.success_low, 0.0, 1.0)
         v.check_in_closed("success_high", self.success_high, 0.0, 1.0)
-        if self.kind == "curriculum" and not self.success_low < self.success_high:
+        if self.kind == "success_ramp" and not self.success_low < self.success_high:
             raise CatsimError(
-                f"curriculum needs success_low < success_high, got {self.success_low} >= {self.success_high}"
+                f"success_ramp needs success_low < success_high, got {self.success_low} >= {self.success_high}"
             )
 
     @property
     def max_gamma(self) -> float:
         """The largest γ this schedule can return (for the m_γ control and for labels)."""
-        return (
-            max(self.gamma, self.gamma_start)
-            if self.kind in ("warmup", "curriculum")
-            else self.gamma
-        )
+        if self.kind in ("warmup", "success_ramp"):
+            return max(self.gamma, self.gamma_start)
+        return self.gamma  # the ramps and increments are capped at gamma
 
     def __call__(self, step, success_rate=None):
         if self.kind == "constant":
@@ -169,9 +214,14 @@ class GammaSchedule:
             return warmup_gamma(step, self.gamma, self.warmup_steps, self.gamma_start)
         if self.kind == "switch":
             return switch_gamma(step, self.gamma, self.switch_step)
+        if self.kind == "epoch_increment":
+            return epoch_increment_gamma(step, self.gamma, self.gamma_start, self.steps_per_epoch,
+                                         self.warmup_epochs, self.increment)
+        if self.kind == "step_ramp":
+            return step_ramp_gamma(step, self.gamma, self.gamma_start, self.ramp_start, self.ramp_steps)
         if success_rate is None:
-            raise CatsimError("the curriculum gamma schedule needs the batch success rate")
-        return curriculum_gamma(
+            raise CatsimError("the success_ramp gamma schedule needs the batch success rate")
+        return success_ramp_gamma(
             success_rate, self.gamma, self.success_low, self.success_high, self.gamma_start
         )
 

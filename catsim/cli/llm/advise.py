@@ -1,0 +1,125 @@
+"""`catsim llm advise`: which prompts will lose their rare correct answers at group size N, and
+which N and γ to use — Lemma 3.1 applied to a model's own samples.
+
+    catsim llm advise --model runs/warmup --n 64 --group-sizes 2,4,8,16,32,64
+    catsim llm advise --model runs/warmup --rare tail:0.2 --format json > advice.json
+
+Per prompt, μ̂ (correct share) and τ̂ (share of its rare correct answers: rule share:q = answers
+holding at most q of the prompt's correct mass, tail:q = the rarest answers holding at most q of
+it together) are estimated from n samples; per N the table gives the mean risk Pr(group active and
+rare answers missed) with a 90 % bootstrap band, the share of prompts in the concentration regime,
+the median number of visits until a group samples a rare answer while active, and F-GRPO's mean
+focal weight. A paragraph of reasoning and a figure (risk vs N) follow.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from catsim.errors import CatsimError
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("advise", help="group size and γ advice from Lemma 3.1 on a model's samples",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="model directory with catsim_task.json (e.g. a warm-up)")
+    parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
+    parser.add_argument("--prompts", type=int, default=64, help="prompts sampled (default 64)")
+    parser.add_argument("--split", choices=("train", "heldout"), default="train",
+                        help="prompt split (default train: the prompts RL trains on)")
+    parser.add_argument("--group-sizes", default="2,4,8,16,32,64",
+                        help="candidate N, comma list or 2^a:2^b (default 2,4,8,16,32,64)")
+    parser.add_argument("--rare", default="share:0.1",
+                        help="rare rule, share:q or tail:q (default share:0.1)")
+    parser.add_argument("--target-risk", type=float, default=0.1,
+                        help="largest acceptable mean risk for the advice (default 0.1)")
+    parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (default 200)")
+    parser.add_argument("--max-new-tokens", type=int, default=0,
+                        help="completion cap (default: the task's longest answer + 1)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="output (default table)")
+    parser.add_argument("--figure", default="advise_risk.png",
+                        help="where the risk-vs-N figure goes (default advise_risk.png; 'none' to skip)")
+    parser.set_defaults(func=run)
+
+
+def _check(args) -> tuple[list[int], object]:
+    from catsim.cli.args import parse_int_list
+    from catsim.theory.planning import RareRule
+
+    sizes = parse_int_list(args.group_sizes, "--group-sizes")
+    if any(n < 1 or n > 2**20 for n in sizes):
+        raise CatsimError("--group-sizes: each N must lie in [1, 2^20]")
+    for name in ("n", "prompts", "bootstrap"):
+        value = getattr(args, name)
+        if value < 1 or value > 100_000:
+            raise CatsimError(f"--{name} must lie in [1, 100000], got {value}")
+    if args.n < 2:
+        raise CatsimError("--n must be at least 2 to estimate answer masses")
+    if not 0 < args.target_risk < 1:
+        raise CatsimError(f"--target-risk must lie in (0, 1), got {args.target_risk}")
+    if args.max_new_tokens < 0:
+        raise CatsimError("--max-new-tokens must be >= 0")
+    if not (Path(args.model) / "catsim_task.json").is_file():
+        raise CatsimError(f"{args.model}: not a catsim model directory (no catsim_task.json)")
+    if args.figure.lower() != "none":
+        parent = Path(args.figure).resolve().parent
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise CatsimError(f"--figure: cannot write into {parent}")
+    return sorted(set(sizes)), RareRule.parse(args.rare)
+
+
+def _fmt(x: float, spec: str) -> str:
+    import math
+
+    return format(x, spec) if math.isfinite(x) else "—".rjust(len(format(0.0, spec)))
+
+
+def _table(advice) -> str:
+    import numpy as np
+
+    gammas = sorted(advice.focal_weights)
+    rows = ["     N   mean risk   90% band          active   concentration   median visits to rare"
+            + "".join(f"   g(γ={g:g})" for g in gammas)]
+    rare = advice.has_rare
+    for k, n in enumerate(advice.group_sizes):
+        steps = advice.median_steps_to_rare[k]
+        with np.errstate(invalid="ignore"):
+            gs = [float(np.nanmean(advice.focal_weights[g][rare, k])) for g in gammas]
+        band = f"[{advice.mean_risk_lo[k]:.3f}, {advice.mean_risk_hi[k]:.3f}]" if rare.any() else "—"
+        rows.append(f"{int(n):>6}   {_fmt(advice.mean_risk[k], '9.3f')}   {band:<16}  "
+                    f"{_fmt(advice.mean_active[k], '6.2f')}   {_fmt(advice.concentration_share[k], '>13.0%')}   "
+                    f"{_fmt(steps, '>21.1f')}" + "".join(f"   {_fmt(g, '>8.2f')}" for g in gs))
+    return "\n".join(rows)
+
+
+def run(args) -> int:
+    from catsim.experiments.advise import advise_model
+
+    sizes, rule = _check(args)
+    advice, meta = advise_model(args.model, group_sizes=sizes, n=args.n, n_prompts=args.prompts,
+                                split=args.split, rule=rule, n_boot=args.bootstrap, seed=args.seed,
+                                target_risk=args.target_risk, max_new_tokens=args.max_new_tokens)
+    if args.figure.lower() != "none":
+        from catsim.plots.advise import plot_risk
+
+        tmp = Path(args.figure).with_name(f".{Path(args.figure).name}.tmp.png")
+        plot_risk(advice, tmp)
+        os.replace(tmp, args.figure)
+    if args.format == "json":
+        print(json.dumps({**meta, **advice.to_json()}, indent=1))
+    else:
+        print(f"{meta['task']} {meta['split']}: {advice.mu.size} prompts x {advice.n_samples} samples; "
+              f"mean μ̂ = {advice.mu.mean():.3f}; {int(advice.has_rare.sum())} prompts with a rare correct "
+              f"subset (rule {advice.rule})")
+        if advice.has_rare.any():
+            print(_table(advice))
+        print()
+        print(advice.reasoning)
+        if args.figure.lower() != "none":
+            print(f"figure: {args.figure}", file=sys.stderr)
+    return 0

@@ -1,0 +1,1 @@
+"""Experiments: the only layer that both runs things and draws them."""

@@ -1,0 +1,56 @@
+"""Reward shaping for length: DAPO's overlong penalty and overlong filtering (Yu et al. 2025, §3.4).
+
+DAPO adds a length-aware penalty to the verifier reward of completions that approach the length
+cap (its "soft overlong punishment", eq. 13) and can instead drop truncated completions from the
+loss ("overlong filtering"). Both are per-rollout functions of the completion length; callers
+broadcast over a batch.
+
+    R_length(L) = 0                                   L ≤ L_max − buffer
+                = −penalty · (L − (L_max − buffer)) / buffer     L_max − buffer < L ≤ L_max
+                = −penalty                            L > L_max
+
+DAPO's own values: L_max = 20,480 tokens, buffer 4,096, penalty 1 (verl's `overlong_buffer`).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from catsim.errors import CatsimError
+from catsim.objectives import _validate as v
+
+__all__ = ["overlong_penalty", "overlong_keep"]
+
+
+def overlong_penalty(lengths, max_length, buffer, penalty=1.0):
+    """DAPO's soft overlong punishment, added to the verifier reward (≤ 0). Shapes broadcast.
+
+    Args:
+      lengths: [...] completion lengths in tokens (ints or floats).
+      max_length: L_max ≥ 1, the length at which the full penalty is reached.
+      buffer: 0 ≤ buffer ≤ L_max, the length of the linear ramp before L_max (0: a step at L_max).
+      penalty: the penalty ≥ 0 at and beyond L_max (DAPO: 1.0).
+
+    Returns:
+      [...] float penalties: 0 up to L_max − buffer, linear down to −penalty at L_max, −penalty beyond.
+    """
+    for name, value in (("max_length", max_length), ("buffer", buffer)):
+        if isinstance(value, bool) or int(value) != value:
+            raise CatsimError(f"{name} must be a whole number, got {value!r}")
+    if max_length < 1:
+        raise CatsimError(f"max_length must be >= 1, got {max_length}")
+    if not 0 <= buffer <= max_length:
+        raise CatsimError(f"buffer must lie in [0, max_length={max_length}], got {buffer}")
+    v.check_nonnegative("penalty", penalty)
+    lengths = jnp.asarray(lengths, dtype=jnp.result_type(float))
+    start = max_length - buffer
+    if buffer == 0:
+        return jnp.where(lengths >= max_length, -penalty, 0.0) * jnp.ones_like(lengths)
+    ramp = -penalty * jnp.clip((lengths - start) / buffer, 0.0, 1.0)
+    return jnp.where(lengths > max_length, -penalty, ramp)
+
+
+def overlong_keep(truncated):
+    """DAPO's overlong filtering: 1.0 for completions that ended on their own, 0.0 for truncated
+    ones, which then carry no loss (multiply into the loss mask). [...] bool -> [...] float."""
+    return 1.0 - jnp.asarray(truncated, dtype=jnp.result_type(float))

@@ -1,0 +1,76 @@
+"""`catsim llm advise` and its validation study, end to end on a seconds-long paths set-up."""
+
+import json
+
+import numpy as np
+import pytest
+
+from catsim.cli.main import main
+from catsim.experiments import advise_study
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("advise") / "study"
+    assert main(["llm", "advise-study", "--out", str(out), "--quick", "--quiet"]) == 0
+    return out
+
+
+def test_study_writes_results_and_figure(study):
+    results = json.loads((study / "results.json").read_text())
+    sc = advise_study.StudyConfig.quick()
+    assert set(results["runs"]) == {f"N{n}-s{s}" for n in sc.group_sizes for s in sc.seeds}
+    n_train = sc.task_options["n_train"]
+    for run in results["runs"].values():
+        assert len(run["delta_log_tau"]) == n_train and len(run["visits"]) == n_train
+        # every step draws prompts_per_step = rollouts / N train prompts
+        assert sum(run["visits"]) == sc.rl_steps * max(1, sc.rollouts_per_step // run["group_size"])
+    assert (study / "advise_study.png").stat().st_size > 0
+    # a rerun reuses the finished runs and gives the same numbers
+    again = advise_study.run_study(study, sc, progress=False)
+    assert again["runs"] == results["runs"]
+
+
+def test_advise_cli_table_json_and_figure(study, tmp_path, capsys):
+    base = study / "base"
+    fig = tmp_path / "risk.png"
+    args = ["llm", "advise", "--model", str(base), "--n", "8", "--prompts", "6", "--group-sizes", "2,4,8",
+            "--bootstrap", "10", "--rare", "tail:0.5", "--figure", str(fig)]
+    assert main(args + ["--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["group_sizes"] == [2, 4, 8] and out["task"] == "paths" and len(out["mu"]) == 6
+    assert out["recommended_n"] in (2, 4, 8) and out["reasoning"]
+    assert fig.stat().st_size > 0
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "prompts x 8 samples" in text and out["reasoning"][:40] in text
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--n", "1"], "--n must be at least 2"),
+    (["--group-sizes", ""], "empty value"),
+    (["--group-sizes", "0,4"], "each N"),
+    (["--rare", "often:0.1"], "unknown rare rule"),
+    (["--target-risk", "1.5"], "--target-risk"),
+    (["--figure", "/nonexistent-dir/x.png"], "cannot write"),
+])
+def test_advise_bad_input_is_one_line_error_before_work(study, extra, message, capsys):
+    assert main(["llm", "advise", "--model", str(study / "base")] + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+
+
+def test_advise_needs_a_catsim_model_dir(tmp_path, capsys):
+    assert main(["llm", "advise", "--model", str(tmp_path)]) == 2
+    assert "catsim_task.json" in capsys.readouterr().err
+
+
+def test_calibration_bins_and_spearman():
+    risk = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6, np.nan])
+    lost = np.array([0, 0, 0, 1, 1, 1, 1.0])
+    cal = advise_study.calibration(risk, lost, bins=2)
+    assert [c["prompts"] for c in cal] == [3, 3]
+    assert cal[0]["lost_share"] == 0.0 and cal[1]["lost_share"] == 1.0
+    # ranks 1..6 against tied ranks 2,2,2,5,5,5: ρ = 13.5 / sqrt(17.5 · 13.5)
+    assert advise_study._spearman(risk, lost) == pytest.approx(np.sqrt(13.5 / 17.5))
+    assert advise_study._spearman([1, 1, 1], [1, 2, 3]) is None
