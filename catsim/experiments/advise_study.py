@@ -171,7 +171,7 @@ def run_study(out_dir: str | Path, config: StudyConfig | None = None, *, progres
                 "group_size": int(n), "seed": int(seed), "visits": visits.tolist(),
                 "tau_after": tau_after.tolist(), "delta_log_tau": [None if not np.isfinite(d) else float(d)
                                                                     for d in delta],
-                "lost_share": float(np.nanmean(delta < 0)) if has_subset.any() else None,
+                "lost_share": float(np.mean(delta[has_subset] < 0)) if has_subset.any() else None,
                 "mean_delta_log_tau": float(np.nanmean(delta)) if has_subset.any() else None,
                 "spearman_risk_vs_loss": _spearman(risk, -delta),
                 "spearman_visits_x_risk_vs_loss": _spearman(risk * visits, -delta),
