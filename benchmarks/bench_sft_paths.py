@@ -37,11 +37,11 @@ def rank_shares(task, params, cfg, tok, prompts):
 
 
 def main() -> int:
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
     from catsim.llm.sft import ModelSize, SFTConfig, run_sft
     from catsim.llm.tasks import make_task
     from catsim.llm.tasks.sampling import load_task_for_model
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="/tmp/bench-paths")

@@ -134,7 +134,7 @@ def test_cli_options_reach_the_config():
 def test_asym_grpo_run_through_the_rl_loop(tmp_path):
     from llm_rl_helpers import ToyTask, make_base_model
 
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
     cfg = RLConfig(method="asym-grpo", steps=2, prompts_per_step=4, group_size=4, max_new_tokens=3,

@@ -125,7 +125,7 @@ def test_build_batch_aligns_response_tokens_with_a_direct_forward(tmp_path):
     from llm_rl_helpers import make_base_model
 
     from catsim.llm.evaluate import load_policy
-    from catsim.llm.model import forward
+    from catsim.llm.model.transformer import forward
 
     make_base_model(tmp_path / "base")
     pol = load_policy(tmp_path / "base")
@@ -153,7 +153,7 @@ def test_build_batch_aligns_response_tokens_with_a_direct_forward(tmp_path):
 
 # ----------------------------------------------------------------------------- resume
 def _params_of(path):
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
 
     return jax.tree.leaves(load_model(path)[1])
 

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.llm import rl
-from catsim.llm.checkpoint import load_model
+from catsim.llm.model.checkpoint import load_model
 
 N = 4
 SCORES = np.array([[1, 0, 0, 0], [1, 1, 1, 0]], np.float32)  # μ̂ = 0.25 (g = 0.87) and 0.75 (g = 0.5)

@@ -35,7 +35,7 @@ WORKER = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from llm_rl_helpers import ToyTask
     from catsim.llm import rl
-    from catsim.llm.sharding import make_mesh
+    from catsim.llm.model.sharding import make_mesh
 
     mesh = make_mesh(data=2, fsdp=2)
     cfg = rl.RLConfig(**{cfg!r})
@@ -93,7 +93,7 @@ def test_two_processes_equal_one_process(tmp_path):
     from llm_rl_helpers import ToyTask, make_base_model
 
     from catsim.llm import rl
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
     port = _free_port()

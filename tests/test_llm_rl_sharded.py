@@ -20,8 +20,8 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from llm_rl_helpers import ToyTask, make_base_model
     from catsim.llm import rl
-    from catsim.llm.checkpoint import load_model
-    from catsim.llm.sharding import activation_sharding, make_mesh, shard_batch, shard_params
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.sharding import activation_sharding, make_mesh, shard_batch, shard_params
     from pathlib import Path
 
     assert len(jax.devices()) == 8, jax.devices()

@@ -11,7 +11,7 @@ import pytest
 
 from catsim.cli.main import main
 from catsim.errors import CatsimError
-from catsim.llm.checkpoint import load_model
+from catsim.llm.model.checkpoint import load_model
 from catsim.llm.sft import (
     STATE_FILE,
     ModelSize,
@@ -26,7 +26,7 @@ from catsim.llm.tasks import make_task
 from catsim.llm.tasks.answer_mass import answer_probabilities
 from catsim.llm.tasks.char_tokenizer import BOS_ID, EOS_ID, PAD_ID
 from catsim.llm.tasks.sampling import model_logprob_fn
-from catsim.llm.tokenizer import Tokenizer
+from catsim.llm.model.tokenizer import Tokenizer
 
 TINY = ModelSize(hidden_size=16, num_layers=1, num_heads=2)
 TASK = make_task("maze", size=5, n_heldout=8)

@@ -33,8 +33,8 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.llm import metrics
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params
 
 
 @dataclass
@@ -43,13 +43,13 @@ class Policy:
 
     cfg: ModelConfig
     params: Params
-    tokenizer: Any  # catsim.llm.tokenizer.Tokenizer
+    tokenizer: Any  # catsim.llm.model.tokenizer.Tokenizer
     path: str = ""
 
 
 def load_policy(model_dir: str | Path, mesh=None) -> Policy:
-    from catsim.llm.checkpoint import load_model
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.tokenizer import Tokenizer
 
     cfg, params = load_model(model_dir, mesh=mesh)
     return Policy(cfg, params, Tokenizer.from_dir(model_dir), str(model_dir))

@@ -28,7 +28,7 @@ Files in the output directory:
     checkpoints/step_NNNNNN/   Hugging Face model snapshots every `snapshot_every` steps
     model/              the final policy as a Hugging Face model dir (+ tokenizer, task file)
 
-Sharding: pass a `jax.sharding.Mesh` (catsim.llm.sharding.make_mesh): parameters and optimizer
+Sharding: pass a `jax.sharding.Mesh` (catsim.llm.model.sharding.make_mesh): parameters and optimizer
 state are FSDP-sharded, rollout and training batches split over ("data", "fsdp"). Multi-process
 (`jax.distributed`, the mesh over all processes' devices): every process runs this loop on the same
 global batches; sharded results come back to every process through `sharding.to_host` (an
@@ -56,10 +56,10 @@ import numpy as np
 import optax
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
+from catsim.llm.model.config import ModelConfig
 from catsim.llm.metrics import active_fraction_prediction
-from catsim.llm.model import Params, forward
-from catsim.llm.sharding import barrier, is_primary, to_host
+from catsim.llm.model.transformer import Params, forward
+from catsim.llm.model.sharding import barrier, is_primary, to_host
 from catsim.llm.train_state import load_tree, save_tree, truncate_log
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
@@ -586,7 +586,7 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling,
     The randomness of row (prompt p, sample s) is (key, p.index, s): independent of batch layout.
     """
     from catsim.llm.rollout import generate, left_pad
-    from catsim.llm.sharding import activation_sharding, shard_batch
+    from catsim.llm.model.sharding import activation_sharding, shard_batch
 
     encoded = [encode_prompt(tokenizer, p.text, chat_template) for p in prompts]
     width = -(-max(len(e) for e in encoded) // pad_multiple) * pad_multiple
@@ -750,10 +750,10 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     from tqdm.auto import tqdm
 
     from catsim.llm import safeguards
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
     from catsim.llm.rollout import SamplingConfig
-    from catsim.llm.sharding import activation_sharding, place_on_mesh, shard_batch, shard_params
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.sharding import activation_sharding, place_on_mesh, shard_batch, shard_params
+    from catsim.llm.model.tokenizer import Tokenizer
 
     t_start = time.perf_counter()
     out = Path(out_dir)
@@ -949,7 +949,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
 def save_model_primary(directory: Path, model_cfg: ModelConfig, params, tokenizer) -> None:
     """`checkpoint.save_model` of (possibly multi-process sharded) params: every process takes part
     in the gather, process 0 writes."""
-    from catsim.llm.checkpoint import save_model
+    from catsim.llm.model.checkpoint import save_model
 
     host = to_host(params)
     if is_primary():

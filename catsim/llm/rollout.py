@@ -27,8 +27,8 @@ import jax
 import jax.numpy as jnp
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, default_positions, forward_cached, init_cache
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, default_positions, forward_cached, init_cache
 
 
 @dataclass(frozen=True)

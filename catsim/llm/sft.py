@@ -1,6 +1,6 @@
 """Supervised warm-up from scratch on a built-in task (the paper's Maze SFT, §5.2 / App. K).
 
-A small Llama-style model (catsim.llm.model) is trained with optax AdamW on (prompt, target) pairs
+A small Llama-style model (catsim.llm.model.transformer) is trained with optax AdamW on (prompt, target) pairs
 drawn from the task's train split: the loss is the token-mean cross-entropy of the target tokens
 (answer + <eos>); prompt tokens are masked out of the loss. Paper reference: 1,500 steps, batch 32,
 AdamW 5e-4, a ~3M-parameter model on 17×17 mazes; the defaults here are a CPU-sized version.
@@ -36,8 +36,8 @@ import numpy as np
 import optax
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, forward, init_params
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, forward, init_params
 from catsim.llm.tasks.base import Task
 from catsim.llm.tasks.char_tokenizer import (
     BOS,
@@ -135,7 +135,7 @@ class Batch(NamedTuple):
 # ----------------------------------------------------------------------------- data
 def task_tokenizer(task: Task):
     """The character tokenizer of a built-in task, wrapped as a catsim `Tokenizer` for saving."""
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.tokenizer import Tokenizer
 
     if task.alphabet is None:
         raise CatsimError(f"task {task.name!r} has no fixed alphabet; SFT from scratch supports maze and paths")
@@ -369,7 +369,7 @@ def run_sft(
     if done < cfg.steps:
         return SFTResult(str(out), done, False, last_loss, time.perf_counter() - t_start, None)
 
-    from catsim.llm.checkpoint import save_model
+    from catsim.llm.model.checkpoint import save_model
 
     save_model(out, model_cfg, state.params, tokenizer)
     (out / TASK_FILE).write_text(json.dumps(

@@ -27,7 +27,7 @@ def save_tree(path: Path, tree: Any, step: int, fingerprint: str) -> None:
     """
     from safetensors.numpy import save_file
 
-    from catsim.llm.sharding import barrier, is_primary, to_host
+    from catsim.llm.model.sharding import barrier, is_primary, to_host
 
     leaves = jax.tree.leaves(to_host(tree))
     if not is_primary():

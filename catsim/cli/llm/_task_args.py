@@ -66,9 +66,9 @@ def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
     import numpy as np
 
     from catsim.errors import CatsimError
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
     from catsim.llm.tasks.sampling import load_task_for_model, sample_task
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.tokenizer import Tokenizer
 
     if args.prompt:
         raise CatsimError("give either --prompt or --task, not both")

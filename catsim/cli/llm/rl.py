@@ -70,7 +70,7 @@ def make_mesh_from_arg(text: str | None):
     """"auto" (all local devices on the fsdp axis when there are several), "none", or "DxF"."""
     import jax
 
-    from catsim.llm.sharding import make_mesh
+    from catsim.llm.model.sharding import make_mesh
 
     if text in (None, "none"):
         return None
@@ -134,7 +134,7 @@ def run(args) -> int:
     from catsim.llm.rl import RLConfig, run_rl
 
     if args.distributed:
-        from catsim.llm.sharding import initialize_distributed
+        from catsim.llm.model.sharding import initialize_distributed
 
         layout = {"coordinator_address": args.coordinator, "num_processes": args.num_processes,
                   "process_id": args.process_id}
@@ -155,7 +155,7 @@ def run(args) -> int:
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
     state = "finished" if result.finished else "stopped"
-    from catsim.llm.sharding import is_primary
+    from catsim.llm.model.sharding import is_primary
 
     if is_primary():
         print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")

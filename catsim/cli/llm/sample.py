@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
 
         return run_task_sampling(args, sampling_config)
 
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
     from catsim.llm.rollout import sample_texts
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.tokenizer import Tokenizer
 
     prompts = prompt_sources(args)
     cfg, params = load_model(args.model, dtype=args.dtype)

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, forward
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, forward
 from catsim.llm.rollout import SamplingConfig, generate, left_pad
 from catsim.llm.tasks.base import Prompt, Task
 
