@@ -46,12 +46,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from catsim.llm import evaluate as ev
     from catsim.llm import metrics
-    from catsim.llm.rl import load_task_spec, task_from_spec
+    from catsim.llm.rundir import read_task_file, task_from_spec
 
     ks = parse_int_list(args.k, "--k")
     if max(ks) > args.n:
         raise CatsimError(f"--k asks for k = {max(ks)} but --n is {args.n}; need n >= k")
-    spec = task_spec_from_args(args) or load_task_spec(args.models[0])
+    spec = task_spec_from_args(args) or read_task_file(args.models[0])
     task = task_from_spec(spec)
     data_seed = args.data_seed if args.data_seed is not None else int(spec.get("data_seed", 0))
     max_new = args.max_new_tokens or int(getattr(task, "max_answer_chars", 255)) + 1
