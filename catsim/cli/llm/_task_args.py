@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 
 from catsim.llm.tasks import TASKS
+from catsim.llm.tasks.math_file import CHECKERS
+from catsim.llm.tasks.maze import ALGORITHMS
+from catsim.llm.tasks.paths import RANKINGS
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -17,19 +20,22 @@ def _sizes(text: str) -> tuple[int, ...]:
 TASK_OPTIONS = {
     "size": ("--size", int, "maze: grid side incl. walls, odd (default 7; paper 17)"),
     "sizes": ("--sizes", _sizes, "maze: difficulty levels, e.g. 5,7,9,11,13 (each prompt draws one size)"),
-    "algorithm": ("--maze-algorithm", str, "maze: generator, dfs or wilson"),
+    "algorithm": ("--maze-algorithm", str, "maze: generator (default dfs)"),
     "height": ("--height", int, "paths: grid rows (default 5)"),
     "width": ("--width", int, "paths: grid columns (default 5)"),
     "obstacle_density": ("--obstacle-density", float, "paths: obstacle probability per square"),
     "min_answers": ("--min-answers", int, "paths: fewest shortest paths per prompt"),
     "max_answers": ("--max-answers", int, "paths: most shortest paths per prompt"),
     "zipf_exponent": ("--zipf", float, "paths: warm-up weights ∝ rank^-s over the answers"),
-    "ranking": ("--ranking", str, "paths: answer rank order, turns or lexicographic"),
+    "ranking": ("--ranking", str, "paths: answer rank order (default turns)"),
     "n_train": ("--n-train", int, "train prompts per seed"),
     "n_heldout": ("--n-heldout", int, "held-out prompts per seed"),
     "path": ("--data", str, "math: local .jsonl or .parquet file of question/answer records"),
-    "checker": ("--checker", str, "math: math-verify or exact"),
+    "checker": ("--checker", str, "math: answer checker (default math-verify)"),
 }
+
+
+CHOICES = {"algorithm": ALGORITHMS, "ranking": RANKINGS, "checker": CHECKERS}  # enumerated task options
 
 
 def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -37,8 +43,11 @@ def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> No
     group.add_argument("--task", choices=sorted(TASKS), required=required,
                        help="built-in task: maze, paths (many solutions) or math (local file)")
     for dest, (flag, kind, text) in TASK_OPTIONS.items():
-        group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text,
-                           metavar=flag.lstrip("-").upper().replace("-", "_"))
+        if dest in CHOICES:
+            group.add_argument(flag, dest=f"task_{dest}", choices=CHOICES[dest], default=None, help=text)
+        else:
+            group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text,
+                               metavar=flag.lstrip("-").upper().replace("-", "_"))
 
 
 def task_options(args: argparse.Namespace) -> dict:

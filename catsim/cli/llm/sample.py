@@ -1,10 +1,9 @@
 """`catsim llm sample`: draw completions from a Hugging Face model directory.
 
-    catsim llm sample --model DIR --prompt "What is 2+2?" --n 4 --max-new-tokens 128
+Prompts come from --prompt (repeatable), or from a task's split with --task (each completion
+printed with its verifier reward). --json prints one JSON object per completion. Example:
 
-Prompts come from `--prompt` (repeatable); `prompt_sources` is the single place where another source
-(e.g. a `--task` option listing a task's prompts) plugs in. `--json` prints one JSON object per
-completion instead of text blocks.
+    catsim llm sample --model DIR --prompt "What is 2+2?" --n 4 --max-new-tokens 128
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("sample", help="sample completions from a model directory",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_sampling_arguments(parser)
     parser.add_argument("--prompt", action="append", default=[], help="prompt text (repeatable)")
     parser.add_argument("--json", action="store_true", help="one JSON object per completion")
