@@ -8,7 +8,6 @@ the first model and each other one, and a solved-then-forgotten ledger across th
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -107,5 +106,7 @@ def run(args) -> int:
         print(f"ledger: solved {led['solved']} (in order); forgotten by the last: {led['forgotten']}; "
               f"gained: {led['gained']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
+        from catsim.llm.rundir import write_json
+
+        write_json(Path(args.json), report)
     return 0
