@@ -47,9 +47,7 @@ def add_rl_options(parser: argparse.ArgumentParser) -> None:
         group, flag = groups[section], "--" + name.replace("_", "-")
         default, kind = _default(section, field), _field_type(section, field)
         shown = "the method's" if default is None else default
-        if name == "data_seed":
-            shown = "the base model's task file, else 0"
-        help_text = f"{text} (default: {shown})"
+        help_text = text if "(default:" in text else f"{text} (default: {shown})"
         if kind.startswith("bool"):
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif name in CHOICES:
