@@ -46,7 +46,9 @@ def add_rl_options(parser: argparse.ArgumentParser) -> None:
             groups[section] = parser.add_argument_group(f"RL {SECTION_TITLES[section]}")
         group, flag = groups[section], "--" + name.replace("_", "-")
         default, kind = _default(section, field), _field_type(section, field)
-        shown = "the method's" if default is None else default
+        shown = default
+        if default is None:
+            shown = "on for asym-grpo, off otherwise" if section == "components" else "the method's"
         help_text = text if "(default:" in text else f"{text} (default: {shown})"
         if kind.startswith("bool"):
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
