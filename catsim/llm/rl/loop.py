@@ -44,7 +44,7 @@ import numpy as np
 from catsim.errors import CatsimError
 from catsim.llm import rundir, safeguards
 from catsim.llm.metrics import active_fraction_prediction
-from catsim.llm.model.sharding import barrier, to_host
+from catsim.llm.model.sharding import barrier, shard_batch, to_host
 from catsim.llm.rl.asym import asymmetric_batch
 from catsim.llm.rl.config import RLConfig
 from catsim.llm.rl.step import (
@@ -128,8 +128,7 @@ class Trainer:
     chat_template: bool = False
 
     def put(self, batch):
-        from catsim.llm.model.sharding import shard_batch
-
+        """A host batch on the device(s): sharded over the mesh, or plain arrays."""
         return shard_batch(batch, self.mesh) if self.mesh is not None else jax.tree.map(jnp.asarray, batch)
 
     def sample(self, params, prompts, n: int, sampling: SamplingConfig, key) -> Groups:
