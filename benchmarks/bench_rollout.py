@@ -37,7 +37,7 @@ def main() -> None:
     import torch
     import transformers
 
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
     from catsim.llm.rollout import SamplingConfig, generate
 
     torch.manual_seed(0)

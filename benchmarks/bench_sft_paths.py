@@ -16,9 +16,9 @@ import numpy as np
 
 
 def rank_shares(task, params, cfg, tok, prompts):
+    from catsim.llm.scoring import answer_logprob_fn as model_logprob_fn
     from catsim.llm.tasks.answer_mass import answer_probabilities
     from catsim.llm.tasks.char_tokenizer import EOS_ID
-    from catsim.llm.tasks.sampling import model_logprob_fn
 
     fn = model_logprob_fn(params, cfg)
     shares, weights, mass = defaultdict(list), defaultdict(list), []
@@ -37,11 +37,11 @@ def rank_shares(task, params, cfg, tok, prompts):
 
 
 def main() -> int:
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.tokenizer import Tokenizer
+    from catsim.llm.rundir import task_for_model as load_task_for_model
     from catsim.llm.sft import ModelSize, SFTConfig, run_sft
     from catsim.llm.tasks import make_task
-    from catsim.llm.tasks.sampling import load_task_for_model
-    from catsim.llm.tokenizer import Tokenizer
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="/tmp/bench-paths")

@@ -9,9 +9,10 @@ from typing import ClassVar
 import jax
 import numpy as np
 
-from catsim.llm.checkpoint import save_model
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import init_params
+from catsim.llm.model.checkpoint import save_model
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.tokenizer import Tokenizer
+from catsim.llm.model.transformer import init_params
 from catsim.llm.tasks.base import Prompt, check_split
 from catsim.llm.tasks.char_tokenizer import (
     BOS,
@@ -22,7 +23,6 @@ from catsim.llm.tasks.char_tokenizer import (
     PAD_ID,
     build_char_tokenizer,
 )
-from catsim.llm.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)

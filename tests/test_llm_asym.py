@@ -13,6 +13,9 @@ import pytest
 from catsim.errors import CatsimError
 from catsim.llm import rl
 from catsim.llm.rl import RLConfig
+from catsim.llm.rl import asym as rl_asym
+from catsim.llm.rl import step as rl_step
+from catsim.llm.rollout import Groups
 
 # one prompt, N = 4 rollouts; prompt width 2, three response slots
 PROMPT = np.array([[0, 1]] * 4, np.int32)
@@ -22,8 +25,8 @@ RMASK = np.array([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]], bool)
 
 
 def _groups(scores):
-    return rl.Groups(np.array([0]), PROMPT, PMASK, RESP, RMASK, np.array([scores], np.float32),
-                     [""] * 4)
+    return Groups(np.array([0]), PROMPT, PMASK, RESP, RMASK, np.array([scores], np.float32),
+                  [""] * 4, np.ones(4, bool), np.zeros(4, np.float32))
 
 
 def _old_logp(batch):
@@ -45,13 +48,13 @@ class _Fns:  # only what asymmetric_batch reads: the confidence function
 
 def test_asymmetric_batch_hand_computed():
     scores = [1.0, 0.0, 0.0, 0.5]  # graded: P = 2 positives at threshold 0.5 → "poor" group
-    cfg = RLConfig(method="asym-grpo", asym_mixed=False, group_size=4, prompts_per_step=1,
+    cfg = RLConfig.from_flat(method="asym-grpo", asym_mixed=False, group_size=4, prompts_per_step=1,
                    max_new_tokens=3)
     groups = _groups(scores)
     adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
-    batch = rl.build_batch(groups, adv, np.array([1.0]))
+    batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)
-    out = rl.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    out = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
     resp = np.zeros_like(batch["loss_mask"])
     resp[:, 1:] = RMASK  # response token j is the target at index W − 1 + j = 1 + j
     conf, old = _conf(batch), _old_logp(batch)
@@ -68,14 +71,14 @@ def test_asymmetric_batch_hand_computed():
 
 
 def test_recomposition_keeps_the_best_positive_of_a_rich_group():
-    cfg = RLConfig(method="grpo", asym_recompose=True, group_size=4, prompts_per_step=2)
-    keep = rl.recompose_keep(np.array([[1, 1, 1, 0], [0.6, 1.0, 0.7, 0.0]], np.float32), cfg)
+    cfg = RLConfig.from_flat(method="grpo", asym_recompose=True, group_size=4, prompts_per_step=2)
+    keep = rl_asym.recompose_keep(np.array([[1, 1, 1, 0], [0.6, 1.0, 0.7, 0.0]], np.float32), cfg)
     np.testing.assert_array_equal(keep, [[1, 0, 0, 0], [0, 1, 0, 0]])
     groups = _groups([1, 1, 1, 0])
     adv = np.array([[0.5, 0.5, 0.5, -1.5]], np.float32)
-    batch = rl.build_batch(groups, adv, np.array([1.0]))
+    batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)
-    out = rl.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    out = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
     np.testing.assert_array_equal(out["adv"], batch["adv"])  # channels off: advantages untouched
     np.testing.assert_array_equal(out["loss_mask"][1:], 0.0)
     np.testing.assert_array_equal(out["loss_mask"][0], batch["loss_mask"][0])
@@ -86,58 +89,58 @@ def test_mixed_group_weights_with_token_edit_distance(delta, weights):
     # positives (score ≥ 0.5): rows 0 ([4, 2], score 1 → the top-1, ×1.5) and 3 ([2, 2, 4]);
     # negatives: row 1 [5, 4, 2] is 1 edit from row 0 (delete 5), row 2 [4] is 1 edit from row 0.
     # near = distance < δ: both near at δ = 2, both far (dropped) at δ = 1.
-    cfg = RLConfig(method="grpo", asym_mixed=True, mixed_delta=delta, group_size=4,
+    cfg = RLConfig.from_flat(method="grpo", asym_mixed=True, mixed_delta=delta, group_size=4,
                    prompts_per_step=1)
     groups = _groups([1.0, 0.0, 0.0, 0.5])
-    np.testing.assert_array_equal(rl.mixed_weights(groups, cfg), [weights])
+    np.testing.assert_array_equal(rl_asym.mixed_weights(groups, cfg), [weights])
     adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
-    batch = rl.build_batch(groups, adv, np.array([1.0]))
+    batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)
-    out = rl.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
-    want = rl.build_batch(groups, adv * np.array([weights], np.float32), np.array([1.0]))["adv"]
+    out = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    want = rl_step.build_batch(groups, adv * np.array([weights], np.float32), np.array([1.0]))["adv"]
     np.testing.assert_allclose(out["adv"], want, rtol=1e-6)
 
 
 def test_switches_defaults_and_validation():
-    asym, plain = RLConfig(method="asym-grpo"), RLConfig(method="grpo")
-    for name in ("asym_channels", "asym_confidence", "asym_recompose", "asym_mixed", "dual_clip"):
+    asym, plain = RLConfig.from_flat(method="asym-grpo"), RLConfig.from_flat(method="grpo")
+    for name in ("channels", "confidence", "recompose", "mixed", "dual_clip"):
         assert asym.use(name) and not plain.use(name)
-    assert not RLConfig(method="asym-grpo", dual_clip=False).use("dual_clip")
+    assert not RLConfig.from_flat(method="asym-grpo", dual_clip=False).use("dual_clip")
     assert asym.temperature_plan() == "cosine" and plain.temperature_plan() == "constant"
     assert asym.label() == "asym-GRPO N=8"
     # cosine from 1.0 to 0.2 over 30% of 10 steps: τ_t = 0.2 + 0.4(1 + cos(π t / 3)), then 0.2
-    cfg = RLConfig(method="asym-grpo", steps=10)
+    cfg = RLConfig.from_flat(method="asym-grpo", steps=10)
     want = [0.2 + 0.4 * (1 + math.cos(math.pi * min(t, 3) / 3)) for t in range(10)]
     np.testing.assert_allclose([cfg.rollout_temperature(t) for t in range(10)], want, rtol=1e-6)
-    step = RLConfig(method="grpo", temperature_schedule="stepwise", steps=10)
+    step = RLConfig.from_flat(method="grpo", temperature_schedule="stepwise", steps=10)
     assert step.rollout_temperature(0) == 1.0 and step.rollout_temperature(9) == pytest.approx(0.2)
     with pytest.raises(CatsimError, match="lower_threshold"):
-        RLConfig(method="grpo", dual_clip=True, dual_clip_lower=2.0)
+        RLConfig.from_flat(method="grpo", dual_clip=True, dual_clip_lower=2.0)
     with pytest.raises(CatsimError, match="temperature_schedule"):
-        RLConfig(temperature_schedule="linear")
+        RLConfig.from_flat(temperature_schedule="linear")
     with pytest.raises(CatsimError, match="negative_reading"):
-        RLConfig(negative_reading="both")
+        RLConfig.from_flat(negative_reading="both")
 
 
 def test_cli_options_reach_the_config():
-    from catsim.cli.llm.rl import add_dataclass_options, dataclass_from_args
+    from catsim.cli.llm.rl import add_rl_options, rl_config_from_args
 
     parser = argparse.ArgumentParser()
-    add_dataclass_options(parser, RLConfig)
+    add_rl_options(parser)
     args = parser.parse_args(["--method", "asym-grpo", "--no-asym-recompose", "--negative-reading",
                               "formula", "--temperature-schedule", "stepwise"])
-    cfg = dataclass_from_args(RLConfig, args)
-    assert cfg.use("asym_channels") and not cfg.use("asym_recompose")
-    assert cfg.negative_reading == "formula" and cfg.temperature_plan() == "stepwise"
+    cfg = rl_config_from_args(args)
+    assert cfg.use("channels") and not cfg.use("recompose")
+    assert cfg.asym.negative_reading == "formula" and cfg.temperature_plan() == "stepwise"
 
 
 def test_asym_grpo_run_through_the_rl_loop(tmp_path):
     from llm_rl_helpers import ToyTask, make_base_model
 
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
-    cfg = RLConfig(method="asym-grpo", steps=2, prompts_per_step=4, group_size=4, max_new_tokens=3,
+    cfg = RLConfig.from_flat(method="asym-grpo", steps=2, prompts_per_step=4, group_size=4, max_new_tokens=3,
                    learning_rate=3e-2, score_truncated=True)
     result = rl.run_rl(tmp_path / "base", tmp_path / "run", cfg, task=ToyTask(), progress=False)
     assert result.finished

@@ -10,10 +10,10 @@ import pytest
 from llm_helpers import LLAMA3_ROPE, hf_model, save_hf, save_tokenizer
 
 from catsim.errors import CatsimError
-from catsim.llm.checkpoint import INDEX_FILE, load_model, save_model
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import forward, init_params
-from catsim.llm.tokenizer import Tokenizer
+from catsim.llm.model.checkpoint import INDEX_FILE, load_model, save_model
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.tokenizer import Tokenizer
+from catsim.llm.model.transformer import forward, init_params
 
 torch = pytest.importorskip("torch", reason="the 'oracle' extra (PyTorch) is absent")
 transformers = pytest.importorskip("transformers", reason="the 'oracle' extra (transformers) is absent")

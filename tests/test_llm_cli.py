@@ -7,10 +7,10 @@ import pytest
 from llm_helpers import save_tokenizer
 
 from catsim.cli.main import main
-from catsim.llm.checkpoint import save_model
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import init_params
-from catsim.llm.tokenizer import Tokenizer
+from catsim.llm.model.checkpoint import save_model
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.tokenizer import Tokenizer
+from catsim.llm.model.transformer import init_params
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def test_nll_rare_and_answer_mass_on_a_tiny_model(tmp_path):
     import jax.numpy as jnp
     from llm_rl_helpers import ToyTask, make_base_model
 
-    from catsim.llm.model import forward
+    from catsim.llm.model.transformer import forward
 
     make_base_model(tmp_path / "base", init_std=0.3)
     policy = ev.load_policy(tmp_path / "base")

@@ -1,4 +1,4 @@
-"""catsim.llm.model against the reference implementation (Hugging Face transformers, PyTorch CPU):
+"""catsim.llm.model.transformer against the reference implementation (Hugging Face transformers, PyTorch CPU):
 logits within 1e-4 in float32 and identical greedy generations, for each supported family."""
 
 import jax
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from llm_helpers import LLAMA3_ROPE, hf_model, save_hf
 
-from catsim.llm.checkpoint import load_model
-from catsim.llm.model import forward, forward_cached, init_cache, init_params
+from catsim.llm.model.checkpoint import load_model
+from catsim.llm.model.transformer import forward, forward_cached, init_cache, init_params
 from catsim.llm.rollout import SamplingConfig, generate, left_pad
 
 torch = pytest.importorskip("torch", reason="the 'oracle' extra (PyTorch) is absent")
@@ -79,7 +79,7 @@ def test_padded_batch_and_cache_match_transformers(tmp_path):
     assert np.abs(ours - ref)[real].max() <= 1e-4
     # Same logits through the cache: prefill the first 6 columns, then one token at a time.
     cache = init_cache(cfg, 2, tokens.shape[1])
-    from catsim.llm.model import default_positions
+    from catsim.llm.model.transformer import default_positions
 
     pos = default_positions(mask)
     got, cache = forward_cached(params, cfg, tokens[:, :6], pos[:, :6], mask[:, :6], cache)
@@ -93,7 +93,7 @@ def test_padded_batch_and_cache_match_transformers(tmp_path):
 
 
 def test_bfloat16_and_remat_close_to_float32():
-    from catsim.llm.config import ModelConfig
+    from catsim.llm.model.config import ModelConfig
 
     cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
                       num_kv_heads=2, head_dim=8, qkv_bias=True)

@@ -12,14 +12,17 @@ import numpy as np
 import pytest
 
 from catsim.errors import CatsimError
-from catsim.llm import rl
-from catsim.llm.rl import RLConfig, compute_advantages, policy_loss
+from catsim.llm import rl, scoring
+from catsim.llm.rl import RLConfig
+from catsim.llm.rl import step as rl_step
+from catsim.llm.rl.step import compute_advantages, policy_loss
+from catsim.llm.rollout import Groups
 
 
 # ----------------------------------------------------------------------------- advantages
 def test_grpo_and_focal_advantages_hand_computed():
     scores = np.array([[1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]], np.float32)
-    adv, mu, g = compute_advantages(scores, RLConfig(group_size=4), 0.0)
+    adv, mu, g = compute_advantages(scores, RLConfig.from_flat(group_size=4), 0.0)
     s = math.sqrt(0.25 * 0.75)  # population std of the first group
     np.testing.assert_allclose(mu, [0.25, 1.0, 0.5])
     np.testing.assert_allclose(adv[0], [0.75 / (s + 1e-6), *[-0.25 / (s + 1e-6)] * 3], rtol=1e-6)
@@ -27,7 +30,7 @@ def test_grpo_and_focal_advantages_hand_computed():
     np.testing.assert_allclose(adv[2], [1, 1, -1, -1], rtol=1e-5)
     np.testing.assert_allclose(g, 1.0)
     # F-GRPO γ = 0.5: g = (1 − μ̂)^0.5 = (√0.75, 0, √0.5)
-    fadv, _, fg = compute_advantages(scores, RLConfig(group_size=4, gamma=0.5), 0.5)
+    fadv, _, fg = compute_advantages(scores, RLConfig.from_flat(group_size=4, gamma=0.5), 0.5)
     np.testing.assert_allclose(fg, [math.sqrt(0.75), 0.0, math.sqrt(0.5)], rtol=1e-6)
     np.testing.assert_allclose(fadv, adv * fg[:, None], rtol=1e-6)
     assert fadv[0, 0] == pytest.approx(1.5, rel=1e-5)  # √0.75 · 0.75/√0.1875
@@ -35,7 +38,7 @@ def test_grpo_and_focal_advantages_hand_computed():
 
 def test_dr_grpo_graded_rewards_negative_rw_mask_and_renorm():
     scores = np.array([[1.0, 0.5, 0.0, 0.5], [0.0, 0.0, 0.0, 1.0]], np.float32)
-    cfg = RLConfig(method="dr_grpo", group_size=4, reward_correct=1.0, reward_wrong=-1.0)
+    cfg = RLConfig.from_flat(method="dr_grpo", group_size=4, reward_correct=1.0, reward_wrong=-1.0)
     adv, mu, _ = compute_advantages(scores, cfg, 0.0)
     rewards = -1 + 2 * scores  # R = Rw + s (Rc − Rw)
     np.testing.assert_allclose(mu, scores.mean(axis=1))  # μ̂ = (R̄ − Rw)/(Rc − Rw) = mean score
@@ -43,7 +46,7 @@ def test_dr_grpo_graded_rewards_negative_rw_mask_and_renorm():
     # a masked group carries no advantage; batch renorm divides by the std over the kept entries
     masked, _, _ = compute_advantages(scores, cfg, 0.0, group_mask_P=[1, 0])
     np.testing.assert_allclose(masked[1], 0.0)
-    renorm, _, _ = compute_advantages(scores, RLConfig(method="dr_grpo", group_size=4, reward_wrong=-1.0,
+    renorm, _, _ = compute_advantages(scores, RLConfig.from_flat(method="dr_grpo", group_size=4, reward_wrong=-1.0,
                                                        batch_renorm=True), 0.0, group_mask_P=[1, 0])
     kept = adv[0]
     np.testing.assert_allclose(renorm[0], kept / (np.sqrt(np.mean(kept**2)) + 1e-6), rtol=1e-5)
@@ -64,7 +67,7 @@ MASK = jnp.ones((1, 3))
     ("cispo", -(1.5 * 2 * math.log(0.3) - 0.5 * math.log(0.2) + 1.1 * math.log(0.5)) / 3),
 ])
 def test_policy_loss_values(method, expected):
-    cfg = RLConfig(method=method, max_new_tokens=4)
+    cfg = RLConfig.from_flat(method=method, max_new_tokens=4)
     loss, m = policy_loss(LOGP, OLD, ADV, MASK, cfg.method_spec(), cfg)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
     if method in ("grpo", "dr_grpo"):
@@ -75,7 +78,7 @@ def test_policy_loss_values(method, expected):
 
 
 def test_cispo_gradient_is_clipped_is_weight_times_advantage():
-    cfg = RLConfig(method="cispo")
+    cfg = RLConfig.from_flat(method="cispo")
     grad = jax.grad(lambda lp: policy_loss(lp, OLD, ADV, MASK, cfg.method_spec(), cfg)[0])(LOGP)
     np.testing.assert_allclose(grad, -jnp.array([[1.5 * 2, 0.5 * -1, 1.1 * 1]]) / 3, rtol=1e-5)
 
@@ -83,38 +86,38 @@ def test_cispo_gradient_is_clipped_is_weight_times_advantage():
 def test_kl_and_entropy_terms():
     ref = LOGP + jnp.array([[0.1, -0.2, 0.0]])
     ent = jnp.array([[1.0, 2.0, 3.0]])
-    base_cfg = RLConfig()
+    base_cfg = RLConfig.from_flat()
     base, _ = policy_loss(LOGP, OLD, ADV, MASK, base_cfg.method_spec(), base_cfg)
     d = np.array([0.1, -0.2, 0.0])
     k3 = np.exp(d) - d - 1
-    cfg = RLConfig(kl_coef=0.1, entropy_coef=0.01)
+    cfg = RLConfig.from_flat(kl_coef=0.1, entropy_coef=0.01)
     loss, m = policy_loss(LOGP, OLD, ADV, MASK, cfg.method_spec(), cfg, entropy=ent, ref_logp=ref)
     assert float(loss) == pytest.approx(float(base) + 0.1 * k3.mean() - 0.01 * 2.0, rel=1e-5)
     assert float(m["kl"]) == pytest.approx(k3.mean(), rel=1e-5)
     assert float(m["entropy"]) == pytest.approx(2.0)
-    cfg1 = RLConfig(kl_coef=0.1, kl_estimator="k1")
+    cfg1 = RLConfig.from_flat(kl_coef=0.1, kl_estimator="k1")
     loss1, _ = policy_loss(LOGP, OLD, ADV, MASK, cfg1.method_spec(), cfg1, ref_logp=ref)
     assert float(loss1) == pytest.approx(float(base) + 0.1 * (-d).mean(), rel=1e-5)
 
 
 def test_config_validation_and_low_lr_control():
     with pytest.raises(CatsimError):
-        RLConfig(method="ppo")
+        RLConfig.from_flat(method="ppo")
     with pytest.raises(CatsimError):
-        RLConfig(prompts_per_step=3, group_size=4, mini_batch_size=5)
+        RLConfig.from_flat(prompts_per_step=3, group_size=4, mini_batch_size=5)
     with pytest.raises(CatsimError):
-        RLConfig(gamma=0.5, low_lr_gamma=0.5)
-    cfg = RLConfig(learning_rate=1e-6, low_lr_gamma=0.5)
+        RLConfig.from_flat(gamma=0.5, low_lr_gamma=0.5)
+    cfg = RLConfig.from_flat(learning_rate=1e-6, low_lr_gamma=0.5)
     assert cfg.peak_lr == pytest.approx(6.79e-7, rel=2e-3)  # App. N: m_0.5 ≈ 0.679
-    assert RLConfig(method="dapo").method_spec().dynamic_sampling
-    assert RLConfig(method="dapo").method_spec().clip_high == 0.28
-    assert rl.lr_at(RLConfig(learning_rate=1.0, warmup_steps=4), 0) == 0.25
+    assert RLConfig.from_flat(method="dapo").method_spec().dynamic_sampling
+    assert RLConfig.from_flat(method="dapo").method_spec().clip_high == 0.28
+    assert rl_step.lr_at(RLConfig.from_flat(learning_rate=1.0, warmup_steps=4), 0) == 0.25
 
 
 def test_select_active_groups():
-    chosen, mask = rl.select_active_groups(np.array([False, True, False, True, True]), 4)
+    chosen, mask = rl_step.select_active_groups(np.array([False, True, False, True, True]), 4)
     assert chosen.tolist() == [1, 3, 4, 0] and mask.tolist() == [1, 1, 1, 0]
-    chosen, mask = rl.select_active_groups(np.array([True, True, True]), 2)
+    chosen, mask = rl_step.select_active_groups(np.array([True, True, True]), 2)
     assert chosen.tolist() == [0, 1] and mask.tolist() == [1, 1]
 
 
@@ -125,7 +128,7 @@ def test_build_batch_aligns_response_tokens_with_a_direct_forward(tmp_path):
     from llm_rl_helpers import make_base_model
 
     from catsim.llm.evaluate import load_policy
-    from catsim.llm.model import forward
+    from catsim.llm.model.transformer import forward
 
     make_base_model(tmp_path / "base")
     pol = load_policy(tmp_path / "base")
@@ -133,11 +136,12 @@ def test_build_batch_aligns_response_tokens_with_a_direct_forward(tmp_path):
     pmask = np.array([[0, 1, 1], [1, 1, 1]], bool)
     resp = np.array([[4, 2, 0], [5, 4, 2]], np.int32)  # row 0: two tokens then padding
     rmask = np.array([[1, 1, 0], [1, 1, 1]], bool)
-    groups = rl.Groups(np.array([0]), prompt, pmask, resp, rmask, np.array([[1.0, 0.0]]), ["", ""])
+    groups = Groups(np.array([0]), prompt, pmask, resp, rmask, np.array([[1.0, 0.0]]), ["", ""],
+                    np.ones(2, bool), np.zeros(2, np.float32))
     adv = np.array([[0.7, -0.3]], np.float32)
-    batch = rl.build_batch(groups, adv, np.array([1.0]))
-    logp, _ = rl.token_logps(pol.params, pol.cfg, jnp.asarray(batch["tokens"]), jnp.asarray(batch["real"]))
-    cfg = RLConfig(method="cispo", group_size=2, prompts_per_step=1)
+    batch = rl_step.build_batch(groups, adv, np.array([1.0]))
+    logp, _ = scoring.token_logps(pol.params, pol.cfg, jnp.asarray(batch["tokens"]), jnp.asarray(batch["real"]))
+    cfg = RLConfig.from_flat(method="cispo", group_size=2, prompts_per_step=1)
     loss, _ = policy_loss(logp, logp, jnp.asarray(batch["adv"]), jnp.asarray(batch["loss_mask"]),
                           cfg.method_spec(), cfg)
     total, count = 0.0, 0
@@ -153,7 +157,7 @@ def test_build_batch_aligns_response_tokens_with_a_direct_forward(tmp_path):
 
 # ----------------------------------------------------------------------------- resume
 def _params_of(path):
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
 
     return jax.tree.leaves(load_model(path)[1])
 
@@ -163,7 +167,7 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path):
 
     make_base_model(tmp_path / "base", init_std=0.3)
     task = ToyTask()
-    cfg = RLConfig(steps=3, prompts_per_step=4, group_size=4, mini_batch_size=8, max_new_tokens=3,
+    cfg = RLConfig.from_flat(steps=3, prompts_per_step=4, group_size=4, mini_batch_size=8, max_new_tokens=3,
                    learning_rate=3e-2, gamma=0.5, score_truncated=True, kl_coef=0.01, entropy_coef=1e-3)
     full = rl.run_rl(tmp_path / "base", tmp_path / "full", cfg, task=task, progress=False)
     assert full.finished and full.steps_done == 3
@@ -188,7 +192,7 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path):
     # the parameters moved
     assert any(np.any(a != b) for a, b in zip(_params_of(tmp_path / "base"), _params_of(tmp_path / "full" / "model")))
     with pytest.raises(CatsimError, match="different settings"):
-        rl.run_rl(tmp_path / "base", tmp_path / "full", RLConfig(**{**cfg.__dict__, "seed": 1}), task=task,
+        rl.run_rl(tmp_path / "base", tmp_path / "full", cfg.replace(seed=1), task=task,
                   progress=False)
 
 
@@ -209,16 +213,31 @@ def test_micro_batches_accumulate_to_the_mini_batch_update(tmp_path):
     mask[4:6] = 0.0  # a micro-batch with fewer tokens: the weights must not be uniform
     batch = {"tokens": jnp.asarray(rng.integers(4, 7, (rows, t)), jnp.int32), "real": jnp.asarray(real),
              "loss_mask": jnp.asarray(mask), "adv": jnp.asarray(rng.normal(size=(rows, t - 1)), jnp.float32)}
-    logp, _ = rl.token_logps(pol.params, pol.cfg, batch["tokens"], batch["real"])
+    logp, _ = scoring.token_logps(pol.params, pol.cfg, batch["tokens"], batch["real"])
     batch["old_logp"] = logp + 0.1 * jnp.asarray(rng.normal(size=logp.shape), jnp.float32)
     batch["ref_logp"] = logp - 0.05
     for method in ("grpo", "dr_grpo"):
         kw = dict(method=method, prompts_per_step=2, group_size=4, kl_coef=0.1, entropy_coef=0.01)
         outs = []
         for micro in (0, 2):
-            outs.append(rl.make_functions(pol.cfg, RLConfig(**kw, micro_batch_size=micro)).grads(pol.params, batch))
-        for a, b in zip(jax.tree.leaves(outs[0][0]), jax.tree.leaves(outs[1][0])):
-            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+            outs.append(rl_step.make_functions(pol.cfg, RLConfig.from_flat(**kw, micro_batch_size=micro))
+                        .grads(pol.params, batch))
+        # The accumulated gradient is the same float32 sum in another order, so the two may differ
+        # by rounding: about eps × (terms summed) × (size of what is summed) per element. Terms: one
+        # per (row, position) of the mini-batch, once per transformer block and once in the head;
+        # size: |w₁·g₁| + |w₂·g₂|, the two micro-batches' weighted gradients (each from a one-pass
+        # call on that micro-batch alone), so cancellation between them cannot shrink the bound.
+        # A wrong micro-batch weight (the halves carry unequal token counts) moves the gradient by
+        # a share of that size, thousands of times the bound.
+        half = rl_step.make_functions(pol.cfg, RLConfig.from_flat(**{**kw, "prompts_per_step": 1}))
+        parts = [half.grads(pol.params, jax.tree.map(lambda a, i=i: a[4 * i:4 * i + 4], batch))[0]
+                 for i in range(2)]
+        counts = mask.reshape(2, 4, -1).sum(axis=(1, 2))
+        w = counts / counts.sum() if method == "grpo" else np.full(2, 0.5)
+        terms = rows * (t - 1) * (pol.cfg.num_layers + 1)
+        for a, b, g1, g2 in zip(*(jax.tree.leaves(x) for x in (outs[0][0], outs[1][0], *parts))):
+            size = np.max(np.abs(w[0] * np.asarray(g1)) + np.abs(w[1] * np.asarray(g2)))
+            np.testing.assert_allclose(b, a, rtol=0, atol=np.finfo(np.float32).eps * terms * size)
         for key in ("loss", "entropy", "kl", "clip_low_frac", "clip_high_frac"):
             np.testing.assert_allclose(outs[0][1][key], outs[1][1][key], rtol=2e-5, atol=1e-7, err_msg=key)
         assert float(outs[0][1]["loss"]) != 0.0

@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.llm import rl
-from catsim.llm.checkpoint import load_model
+from catsim.llm.model.checkpoint import load_model
+from catsim.llm.rl import step as rl_step
 
 N = 4
 SCORES = np.array([[1, 0, 0, 0], [1, 1, 1, 0]], np.float32)  # μ̂ = 0.25 (g = 0.87) and 0.75 (g = 0.5)
@@ -45,10 +46,10 @@ def _batch(fns, params, adv_PxN):
 def _train(params, model_cfg, gamma, mini_batch, grad_clip, groups=(1.0, 1.0)):
     """One RL step's updates on the fixed two-group batch (`groups`: per-group loss weight, 0 drops
     a group); returns (flat params, pre-clip gradient norm of each update)."""
-    cfg = rl.RLConfig(prompts_per_step=2, group_size=N, mini_batch_size=mini_batch, learning_rate=1e-2,
+    cfg = rl.RLConfig.from_flat(prompts_per_step=2, group_size=N, mini_batch_size=mini_batch, learning_rate=1e-2,
                       grad_clip=grad_clip, gamma=gamma)
-    fns = rl.make_functions(model_cfg, cfg)
-    adv, _, _ = rl.compute_advantages(SCORES, cfg, gamma, np.asarray(groups, np.float32))
+    fns = rl_step.make_functions(model_cfg, cfg)
+    adv, _, _ = rl_step.compute_advantages(SCORES, cfg, gamma, np.asarray(groups, np.float32))
     batch = _batch(fns, params, adv)
     state = fns.optimizer.init(params)
     norms = []
@@ -98,5 +99,5 @@ def test_pipeline_default_minibatches_mix_groups_for_the_focal_runs():
     for spec in pc.runs:
         name, fields = parse_run(spec, pc.gamma)
         cfg = _rl_config(pc, fields, seed=0, max_new=8)
-        if cfg.gamma > 0:
+        if cfg.gamma.gamma > 0:
             assert cfg.mini_batch // cfg.group_size >= 2, (spec, cfg.mini_batch, cfg.group_size)

@@ -35,10 +35,10 @@ WORKER = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from llm_rl_helpers import ToyTask
     from catsim.llm import rl
-    from catsim.llm.sharding import make_mesh
+    from catsim.llm.model.sharding import make_mesh
 
     mesh = make_mesh(data=2, fsdp=2)
-    cfg = rl.RLConfig(**{cfg!r})
+    cfg = rl.RLConfig.from_flat(**{cfg!r})
     out = root / "multi"
     # step 1 and stop (process 0 writes the state); then both resume from that file for step 2
     first = rl.run_rl(root / "base", out, cfg, task=ToyTask(), progress=False, mesh=mesh, stop_after=1)
@@ -93,13 +93,13 @@ def test_two_processes_equal_one_process(tmp_path):
     from llm_rl_helpers import ToyTask, make_base_model
 
     from catsim.llm import rl
-    from catsim.llm.checkpoint import load_model
+    from catsim.llm.model.checkpoint import load_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
     port = _free_port()
     procs = {0: _launch(tmp_path, 0, port), 1: _launch(tmp_path, 1, port)}
     try:  # the reference, here, while the workers start
-        rl.run_rl(tmp_path / "base", tmp_path / "single", rl.RLConfig(**CFG), task=ToyTask(), progress=False)
+        rl.run_rl(tmp_path / "base", tmp_path / "single", rl.RLConfig.from_flat(**CFG), task=ToyTask(), progress=False)
     finally:
         _wait_all(procs, tmp_path)
 

@@ -20,15 +20,16 @@ SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from llm_rl_helpers import ToyTask, make_base_model
     from catsim.llm import rl
-    from catsim.llm.checkpoint import load_model
-    from catsim.llm.sharding import activation_sharding, make_mesh, shard_batch, shard_params
+    from catsim.llm.rl import step as rl_step
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.sharding import activation_sharding, make_mesh, shard_batch, shard_params
     from pathlib import Path
 
     assert len(jax.devices()) == 8, jax.devices()
     root = Path({root!r})
     make_base_model(root / "base", init_std=0.3)
     mesh = make_mesh(data=2, fsdp=4)
-    cfg = rl.RLConfig(steps=1, prompts_per_step=4, group_size=4, max_new_tokens=3, learning_rate=3e-2,
+    cfg = rl.RLConfig.from_flat(steps=1, prompts_per_step=4, group_size=4, max_new_tokens=3, learning_rate=3e-2,
                       gamma=0.5, score_truncated=True, kl_coef=0.01)
     rl.run_rl(root / "base", root / "one", cfg, task=ToyTask(), progress=False)
     rl.run_rl(root / "base", root / "eight", cfg, task=ToyTask(), progress=False, mesh=mesh)
@@ -47,8 +48,8 @@ SCRIPT = textwrap.dedent("""
              "adv": rng.normal(size=(16, t - 1)).astype(np.float32)}}
     batch["old_logp"] = np.full((16, t - 1), -1.1, np.float32)
     batch["ref_logp"] = np.full((16, t - 1), -1.2, np.float32)
-    g1, m1 = rl.make_functions(model_cfg, cfg).grads(params, jax.tree.map(jnp.asarray, batch))
-    fns = rl.make_functions(model_cfg, cfg, activation_sharding(mesh))
+    g1, m1 = rl_step.make_functions(model_cfg, cfg).grads(params, jax.tree.map(jnp.asarray, batch))
+    fns = rl_step.make_functions(model_cfg, cfg, activation_sharding(mesh))
     g8, m8 = fns.grads(shard_params(params, model_cfg, mesh), shard_batch(batch, mesh))
     scale = max(float(np.max(np.abs(x))) for x in jax.tree.leaves(g1))
     worst = max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import forward, init_params
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import forward, init_params
 from catsim.llm.rollout import SamplingConfig, generate, left_pad, sampling_logits
 
 CFG = ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,

@@ -15,6 +15,7 @@ import pytest
 from catsim.errors import CatsimError
 from catsim.llm import rl
 from catsim.llm.rl import RLConfig
+from catsim.llm.rl import asym as rl_asym
 from catsim.llm.safeguards import collapse_threshold, step_warnings
 
 
@@ -27,7 +28,7 @@ def _records(accuracy, temperatures, rewards=None, warnings=None):
     return out
 
 
-ASYM = RLConfig(method="asym-grpo", steps=20)  # cosine: τ_min = 0.2 from step 6 (30% of 20)
+ASYM = RLConfig.from_flat(method="asym-grpo", steps=20)  # cosine: τ_min = 0.2 from step 6 (30% of 20)
 
 
 def test_collapse_fires_on_a_sudden_zero_only():
@@ -43,7 +44,7 @@ def test_collapse_fires_on_a_sudden_zero_only():
     # the newest record has no measurement: nothing new to judge, even though the last one was a drop
     assert step_warnings(_records([0.3, 0.0, None], tau), ASYM) == ()
     # collapse is a property of any run, not only of asym-GRPO
-    assert step_warnings(_records([0.5, 0.0], [1.0, 1.0]), RLConfig(steps=20))[0].startswith("reward collapse")
+    assert step_warnings(_records([0.5, 0.0], [1.0, 1.0]), RLConfig.from_flat(steps=20))[0].startswith("reward collapse")
 
 
 def test_stagnation_needs_the_floor_early_and_a_frozen_signal():
@@ -54,9 +55,9 @@ def test_stagnation_needs_the_floor_early_and_a_frozen_signal():
     rising = frozen[:-1] + [0.35]
     assert step_warnings(_records(rising, floor), ASYM) == ()  # pass@k still improving
     assert step_warnings(_records(frozen, floor[:-1] + [0.21]), ASYM) == ()  # not at the floor yet
-    late = RLConfig(method="asym-grpo", steps=12)  # step index 6 is not before 50% of 12
+    late = RLConfig.from_flat(method="asym-grpo", steps=12)  # step index 6 is not before 50% of 12
     assert step_warnings(_records(frozen, floor), late) == ()
-    constant = RLConfig(method="grpo", steps=20, temperature=0.2)  # no schedule: nothing to diagnose
+    constant = RLConfig.from_flat(method="grpo", steps=20, temperature=0.2)  # no schedule: nothing to diagnose
     assert step_warnings(_records(frozen, [0.2] * 7), constant) == ()
     # reported once per run: the next step would warn again, unless the log already holds the warning
     assert step_warnings(_records(frozen + [0.3], floor + [0.2]), ASYM)
@@ -80,26 +81,26 @@ def test_smoothing_eps_reaches_the_negative_weights():
     old_logp = np.zeros((2, 3), np.float32)  # every response token has probability 1: π̄ = 1
     resp = np.ones((2, 3), np.float32)
     for eps in (0.01, 0.5):
-        cfg = RLConfig(method="asym-grpo", negative_reading="formula", negative_eps=eps)
-        out = rl.asymmetric_advantages(adv, scores, old_logp, resp, cfg)
+        cfg = RLConfig.from_flat(method="asym-grpo", negative_reading="formula", negative_eps=eps)
+        out = rl_asym.asymmetric_advantages(adv, scores, old_logp, resp, cfg)
         assert out[0, 0] == pytest.approx(1.0)
         assert out[0, 1] == pytest.approx(-(1 + eps) / eps, rel=1e-5)
     with pytest.raises(CatsimError):
-        RLConfig(negative_eps=-0.1)
+        RLConfig.from_flat(negative_eps=-0.1)
     with pytest.raises(CatsimError):
-        RLConfig(heldout_every=-1)
+        RLConfig.from_flat(heldout_every=-1)
     with pytest.raises(CatsimError):
-        RLConfig(heldout_prompts=0)
+        RLConfig.from_flat(heldout_prompts=0)
 
 
 def test_safeguard_options_on_the_cli():
-    from catsim.cli.llm.rl import add_dataclass_options, dataclass_from_args
+    from catsim.cli.llm.rl import add_rl_options, rl_config_from_args
 
     parser = argparse.ArgumentParser()
-    add_dataclass_options(parser, RLConfig)
-    cfg = dataclass_from_args(RLConfig, parser.parse_args(["--heldout-every", "3", "--heldout-prompts", "8",
+    add_rl_options(parser)
+    cfg = rl_config_from_args(parser.parse_args(["--heldout-every", "3", "--heldout-prompts", "8",
                                                             "--negative-eps", "0.05"]))
-    assert (cfg.heldout_every, cfg.heldout_prompts, cfg.negative_eps) == (3, 8, 0.05)
+    assert (cfg.run.heldout_every, cfg.run.heldout_prompts, cfg.asym.negative_eps) == (3, 8, 0.05)
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def test_the_rl_loop_logs_and_prints_both_warnings(tmp_path, capsys):
     # GRPO with a cosine schedule whose floor τ_min equals τ_max = 1 (the safeguards do not depend on
     # the other components, and one sampling temperature = one compilation): the temperature is at
     # its floor from step 0; 50% of 14 = 7; the pass@k window of 5 makes index 5 the earliest stagnation
-    cfg = RLConfig(method="grpo", temperature_schedule="cosine", steps=14, prompts_per_step=2, group_size=4,
+    cfg = RLConfig.from_flat(method="grpo", temperature_schedule="cosine", steps=14, prompts_per_step=2, group_size=4,
                    max_new_tokens=3, learning_rate=1e-2, score_truncated=True, temperature_min=1.0,
                    heldout_every=1, heldout_prompts=8)
     task = CollapsingToy()

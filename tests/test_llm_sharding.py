@@ -1,4 +1,4 @@
-"""catsim.llm.sharding: on 8 host CPU devices (mesh data=2 x fsdp=4) the sharded forward pass and
+"""catsim.llm.model.sharding: on 8 host CPU devices (mesh data=2 x fsdp=4) the sharded forward pass and
 sampling agree with a single device. Runs in a subprocess because the device count is fixed when
 JAX starts."""
 
@@ -10,12 +10,12 @@ from pathlib import Path
 
 SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
-    from catsim.llm.config import ModelConfig
-    from catsim.llm.model import forward, init_params
+    from catsim.llm.model.config import ModelConfig
+    from catsim.llm.model.transformer import forward, init_params
     from catsim.llm.rollout import SamplingConfig, generate, left_pad
-    from catsim.llm.sharding import (activation_sharding, make_mesh, param_specs, shard_batch,
+    from catsim.llm.model.sharding import (activation_sharding, make_mesh, param_specs, shard_batch,
                                      shard_params)
-    from catsim.llm.checkpoint import load_model, save_model
+    from catsim.llm.model.checkpoint import load_model, save_model
 
     assert jax.device_count() == 8, jax.devices()
     cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,

@@ -1,4 +1,4 @@
-"""catsim.llm.tokenizer: tokenizer.json through `tokenizers`, chat templates in a Jinja sandbox."""
+"""catsim.llm.model.tokenizer: tokenizer.json through `tokenizers`, chat templates in a Jinja sandbox."""
 
 import json
 
@@ -6,7 +6,7 @@ import pytest
 from llm_helpers import save_tokenizer
 
 from catsim.errors import CatsimError
-from catsim.llm.tokenizer import Tokenizer
+from catsim.llm.model.tokenizer import Tokenizer
 
 
 def test_encode_decode_and_specials(tmp_path):

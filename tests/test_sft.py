@@ -11,7 +11,9 @@ import pytest
 
 from catsim.cli.main import main
 from catsim.errors import CatsimError
-from catsim.llm.checkpoint import load_model
+from catsim.llm.model.checkpoint import load_model
+from catsim.llm.model.tokenizer import Tokenizer
+from catsim.llm.scoring import answer_logprob_fn as model_logprob_fn
 from catsim.llm.sft import (
     STATE_FILE,
     ModelSize,
@@ -25,8 +27,6 @@ from catsim.llm.sft import (
 from catsim.llm.tasks import make_task
 from catsim.llm.tasks.answer_mass import answer_probabilities
 from catsim.llm.tasks.char_tokenizer import BOS_ID, EOS_ID, PAD_ID
-from catsim.llm.tasks.sampling import model_logprob_fn
-from catsim.llm.tokenizer import Tokenizer
 
 TINY = ModelSize(hidden_size=16, num_layers=1, num_heads=2)
 TASK = make_task("maze", size=5, n_heldout=8)

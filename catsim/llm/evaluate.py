@@ -22,19 +22,18 @@ diagnostics (ΔNLL_rare, retained answer mass) and a per-prompt solved/forgotten
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.llm import metrics
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params
+from catsim.llm import metrics, scoring
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params
+from catsim.llm.rollout import SamplingConfig, sample_groups, stop_and_pad
 
 
 @dataclass
@@ -43,22 +42,19 @@ class Policy:
 
     cfg: ModelConfig
     params: Params
-    tokenizer: Any  # catsim.llm.tokenizer.Tokenizer
+    tokenizer: Any  # catsim.llm.model.tokenizer.Tokenizer
     path: str = ""
 
 
 def load_policy(model_dir: str | Path, mesh=None) -> Policy:
-    from catsim.llm.checkpoint import load_model
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.tokenizer import Tokenizer
 
     cfg, params = load_model(model_dir, mesh=mesh)
     return Policy(cfg, params, Tokenizer.from_dir(model_dir), str(model_dir))
 
 
 def _sampling(policy: Policy, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0):
-    from catsim.llm.rl import stop_and_pad
-    from catsim.llm.rollout import SamplingConfig
-
     stops, pad = stop_and_pad(policy.cfg, policy.tokenizer)
     return SamplingConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                           stop_tokens=stops, pad_token=pad)
@@ -66,9 +62,7 @@ def _sampling(policy: Policy, max_new_tokens: int, temperature: float = 1.0, top
 
 def sample(policy: Policy, task, prompts, n: int, *, max_new_tokens: int, seed: int = 0,
            batch_size: int = 256, temperature: float = 1.0, chat_template: bool = False):
-    """n completions per prompt (`catsim.llm.rl.Groups`); randomness keyed by (seed, prompt, sample)."""
-    from catsim.llm.rl import sample_groups
-
+    """n completions per prompt (`catsim.llm.rollout.Groups`); randomness keyed by (seed, prompt, sample)."""
     if n < 1:
         raise CatsimError(f"samples per prompt must be >= 1, got {n}")
     return sample_groups(policy.params, policy.cfg, policy.tokenizer, task, prompts, n,
@@ -111,36 +105,10 @@ def evaluate_passk(policy: Policy, task, *, n: int, ks, n_prompts: int = 128, sp
 
 
 # ----------------------------------------------------------------------------- NLL / ΔNLL_rare
-@functools.lru_cache(maxsize=8)
-def _logp_fn(cfg: ModelConfig):
-    from catsim.llm.rl import token_logps
-
-    @jax.jit
-    def fn(params, tokens, real):
-        return token_logps(params, cfg, tokens, real)[0]
-
-    return fn
-
-
 def sequence_nll(policy: Policy, prompt_tokens, prompt_mask, tokens, mask, batch_size: int = 256) -> np.ndarray:
-    """Length-normalised NLL −(1/|o|)Σ_t log π(o_t | x, o_<t) per row at temperature 1: [B]."""
-    logp_fn = _logp_fn(policy.cfg)
-    full = np.concatenate([prompt_tokens, tokens], axis=1).astype(np.int32)
-    real = np.concatenate([prompt_mask, mask], axis=1)
-    w = prompt_tokens.shape[1]
-    out = []
-    for s in range(0, full.shape[0], batch_size):
-        rows = full[s:s + batch_size]
-        pad = batch_size - rows.shape[0] if full.shape[0] > batch_size else 0
-        r_real = real[s:s + batch_size]
-        if pad:
-            rows = np.concatenate([rows, np.repeat(rows[-1:], pad, 0)])
-            r_real = np.concatenate([r_real, np.repeat(r_real[-1:], pad, 0)])
-        lp = np.asarray(logp_fn(policy.params, jnp.asarray(rows), jnp.asarray(r_real)))[:, w - 1:]
-        m = r_real[:, w:].astype(np.float64)
-        nll = -(lp * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1)
-        out.append(nll[: rows.shape[0] - pad])
-    return np.concatenate(out)
+    """Length-normalised NLL −(1/|o|)Σ_t log π(o_t | x, o_<t) per row at temperature 1: [B]
+    (`catsim.llm.scoring.sequence_nll`)."""
+    return scoring.sequence_nll(policy.params, policy.cfg, prompt_tokens, prompt_mask, tokens, mask, batch_size)
 
 
 @dataclass
@@ -183,39 +151,12 @@ def delta_nll_rare(policy: Policy, rare: RareSet, batch_size: int = 256) -> floa
 
 
 # ----------------------------------------------------------------------------- answer mass
-def _answer_logprob_fn(policy: Policy, row_multiple: int = 8, width_multiple: int = 32):
-    """`answer_mass.LogProbFn` by teacher forcing with `policy` (rows and sequence width padded to
-    multiples, so prompts of varying length share a few compiled shapes; the padding is masked and,
-    the model being causal, cannot change the real positions)."""
-    fn = _logp_fn(policy.cfg)
-
-    def logprob_fn(prompt_ids, completions):
-        p = len(prompt_ids)
-        need = p + max(len(c) for c in completions)
-        width = max(need, min(-(-need // width_multiple) * width_multiple, policy.cfg.max_position_embeddings))
-        rows = -(-len(completions) // row_multiple) * row_multiple
-        tokens = np.zeros((rows, width), np.int32)
-        real = np.zeros((rows, width), bool)
-        target = np.zeros((rows, width - 1), bool)
-        for i in range(rows):
-            comp = completions[min(i, len(completions) - 1)]
-            seq = list(prompt_ids) + list(comp)
-            tokens[i, : len(seq)] = seq
-            real[i, : len(seq)] = True
-            target[i, p - 1 : len(seq) - 1] = True
-        lp = np.asarray(fn(policy.params, jnp.asarray(tokens), jnp.asarray(real)), np.float64)
-        return (lp * target).sum(axis=1)[: len(completions)]
-
-    return logprob_fn
-
-
 def answer_mass_table(policy: Policy, task, prompts) -> np.ndarray:
     """π(y | x) for every enumerated correct answer: a list (per prompt) of [K_p] arrays."""
-    from catsim.llm.rl import stop_and_pad
     from catsim.llm.tasks.answer_mass import answer_probabilities
 
     eos = stop_and_pad(policy.cfg, policy.tokenizer)[0][0]
-    fn = _answer_logprob_fn(policy)
+    fn = scoring.answer_logprob_fn(policy.params, policy.cfg)
     backend = getattr(policy.tokenizer, "backend", policy.tokenizer)
     out = []
     for p in prompts:

@@ -145,7 +145,7 @@ def _rl_config(pc: PipelineConfig, fields: dict, seed: int, max_new: int) -> RLC
     prompts = max(1, pc.rollouts_per_step // n)
     rollouts = prompts * n
     updates = pc.updates_per_step if rollouts % pc.updates_per_step == 0 else 1
-    return RLConfig(**fields, steps=pc.rl_steps, prompts_per_step=prompts, mini_batch_size=rollouts // updates,
+    return RLConfig.from_flat(**fields, steps=pc.rl_steps, prompts_per_step=prompts, mini_batch_size=rollouts // updates,
                     learning_rate=pc.learning_rate, warmup_steps=pc.warmup_steps, max_new_tokens=max_new,
                     seed=seed, data_seed=pc.data_seed, snapshot_every=max(1, pc.rl_steps // 2),
                     heldout_every=pc.heldout_every, heldout_prompts=pc.heldout_prompts)
@@ -288,7 +288,7 @@ def convergence(log: list, pc: PipelineConfig) -> dict:
 
 
 def ev_task_spec(base_dir: Path) -> dict:
-    from catsim.llm.rl import load_task_spec
+    from catsim.llm.rundir import read_task_file as load_task_spec
 
     return load_task_spec(base_dir)
 

@@ -1,4 +1,8 @@
-"""Batched sampling with a KV cache: one prefill over the (left-padded) prompts, then a jitted
+"""The one sampling path: encode prompts, generate with the KV cache, n samples per prompt, stop
+and pad, decode, score with the task's verifier. RL, evaluation, the warm-up's evaluation, the
+safeguards and `catsim llm sample` all draw completions through `sample_groups`.
+
+`generate` is the engine: one prefill over the (left-padded) prompts, then a jitted
 `lax.while_loop` of single-token decode steps that stops early once every sequence has finished.
 
     sampling = SamplingConfig(max_new_tokens=256, temperature=1.0, top_p=1.0, stop_tokens=(eos,))
@@ -25,10 +29,11 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, default_positions, forward_cached, init_cache
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, default_positions, forward_cached, init_cache
 
 
 @dataclass(frozen=True)
@@ -187,66 +192,140 @@ def left_pad(prompts: list[list[int]], pad_token: int = 0,
     return jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, bool)
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One sampled completion of one prompt (host-side, for printing and logging)."""
-
-    prompt_id: int  # index of the prompt in the request
-    sample_id: int  # index of the sample among the prompt's n samples
-    text: str  # decoded completion (special tokens kept)
-    tokens: tuple[int, ...]  # generated ids, stop token included
-    logprob: float  # sum of log pi_sample over the completion
-    finished: bool  # ended with a stop token
-
-
-def _bucket(length: int, floor: int = 16) -> int:
+def bucket(length: int, floor: int = 16) -> int:
     """Round a prompt width or batch size up to a power of two (>= floor), so that a few compiled
     programs serve all requests."""
     return max(floor, 1 << (length - 1).bit_length())
 
 
-def sample_texts(params: Params, cfg: ModelConfig, tokenizer: Any, prompts: list[str], n: int,
-                 sampling: SamplingConfig, key: jax.Array, *, chat: bool | None = None,
-                 prompt_ids: list[int] | None = None) -> list[Completion]:
-    """Draw `n` completions of each prompt string in one batched `generate` call.
+def stop_and_pad(model_cfg: ModelConfig, tokenizer) -> tuple[tuple[int, ...], int]:
+    """(stop ids, pad id) of a model: config.json's eos ids (else the tokenizer's <eos>), and the
+    tokenizer's pad id (else the first stop id)."""
+    stops = tuple(model_cfg.eos_token_ids) or (
+        (tokenizer.eos_token_id,) if tokenizer.eos_token_id is not None else ())
+    if not stops:
+        raise CatsimError("the model has no end-of-sequence token (config.json eos_token_id)")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
+    return stops, int(pad)
 
-    chat: wrap each prompt as a user message in the tokenizer's chat template (None: when the
-    tokenizer has one). prompt_ids: stable ids for the randomness (default 0..len(prompts)-1), so a
-    prompt's samples do not change when other prompts are added to the request.
+
+def encode_prompt(tokenizer, text: str, chat_template: bool = False) -> list[int]:
+    """Prompt ids: the tokenizer's own special-token rule (the character tokenizer adds <bos>);
+    with `chat_template`, the text is wrapped as one user turn with the generation prompt (the
+    template writes <bos> itself)."""
+    if chat_template:
+        text = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
+        return list(tokenizer.encode(text, add_special_tokens=False))
+    return list(tokenizer.encode(text, add_special_tokens=True))
+
+
+def encode_answer(tokenizer, text: str) -> list[int]:
+    """Answer ids, no special tokens (the caller appends the stop token)."""
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+@dataclass
+class Groups:
+    """Rollouts of P prompts × N samples (numpy, rows ordered prompt-major)."""
+
+    prompt_indices: np.ndarray  # [P] the prompts' indices in their split
+    prompt_tokens: np.ndarray  # [P·N, W] left-padded prompt ids
+    prompt_mask: np.ndarray  # [P·N, W] bool
+    tokens: np.ndarray  # [P·N, M] generated ids (stop token included)
+    mask: np.ndarray  # [P·N, M] bool, response tokens
+    scores: np.ndarray  # [P, N] verifier scores (0 without a task)
+    texts: list  # P·N decoded completions (stop token dropped, special tokens skipped)
+    finished: np.ndarray  # [P·N] bool: ended with a stop token
+    logprob: np.ndarray  # [P·N] Σ log π_sample over each completion
+
+    def take(self, groups: np.ndarray, n: int) -> Groups:
+        rows = (groups[:, None] * n + np.arange(n)[None]).reshape(-1)
+        return Groups(self.prompt_indices[groups], self.prompt_tokens[rows], self.prompt_mask[rows],
+                      self.tokens[rows], self.mask[rows], self.scores[groups],
+                      [self.texts[r] for r in rows], self.finished[rows], self.logprob[rows])
+
+    @staticmethod
+    def concat(parts: list[Groups]) -> Groups:
+        width = max(p.prompt_tokens.shape[1] for p in parts)
+
+        def pad(a, fill):
+            return np.concatenate([np.full((a.shape[0], width - a.shape[1]), fill, a.dtype), a], axis=1)
+
+        def cat(name):
+            return np.concatenate([getattr(p, name) for p in parts])
+
+        return Groups(cat("prompt_indices"), np.concatenate([pad(p.prompt_tokens, 0) for p in parts]),
+                      np.concatenate([pad(p.prompt_mask, False) for p in parts]), cat("tokens"),
+                      cat("mask"), cat("scores"), sum((p.texts for p in parts), []), cat("finished"),
+                      cat("logprob"))
+
+
+def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling: SamplingConfig, key, *,
+                  mesh=None, chat_template: bool = False, batch_size: int = 0, pad_multiple: int = 8,
+                  pad_rows: bool = False, width: int | None = None,
+                  score_truncated: bool = False) -> Groups:
+    """n completions of each prompt, decoded and scored (truncated ones score 0 unless
+    `score_truncated`).
+
+    prompts: task `Prompt`s (`.text`, `.index`), or plain strings with `task=None` (indices
+    0, 1, ...; scores 0). The randomness of row (prompt p, sample s) is (key, p.index, s):
+    independent of batch layout. Layout: `batch_size` rows per generate call (0 = all), the last
+    call padded to full size with copies of its last row when `pad_rows`; prompts left-padded to a
+    multiple of `pad_multiple` (or to `width`). mesh: rows are sharded over it and gathered back
+    to every process.
     """
+    from catsim.llm.model.sharding import activation_sharding, shard_batch, to_host
+
     if n < 1:
-        raise CatsimError(f"n must be a positive integer, got {n}")
+        raise CatsimError(f"samples per prompt must be >= 1, got {n}")
     if not prompts:
         raise CatsimError("no prompts given")
-    prompt_ids = list(range(len(prompts))) if prompt_ids is None else list(prompt_ids)
-    if len(prompt_ids) != len(prompts):
-        raise CatsimError("prompt_ids must have one id per prompt")
-    chat = tokenizer.chat_template is not None if chat is None else chat
-    encoded = []
-    for text in prompts:
-        if chat:  # the template writes BOS itself
-            ids = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": text}]))
-        else:  # raw text gets the tokenizer's own BOS/EOS post-processing, as `transformers` does
-            ids = tokenizer.encode(text, add_special_tokens=True)
+    texts_in = [p if isinstance(p, str) else p.text for p in prompts]
+    indices = [i if isinstance(p, str) else p.index for i, p in enumerate(prompts)]
+    encoded = [encode_prompt(tokenizer, t, chat_template) for t in texts_in]
+    for text, ids in zip(texts_in, encoded):
         if not ids:
             raise CatsimError(f"prompt {text!r} encodes to no tokens")
-        if max(ids) >= cfg.vocab_size:
-            raise CatsimError(f"tokenizer id {max(ids)} is outside the model's vocabulary ({cfg.vocab_size})")
-        encoded.append(ids)
-    rows = [(pi, si, ids) for pi, ids in zip(prompt_ids, encoded) for si in range(n)]
-    # Pad the batch with copies of the first row (results dropped) to a bucketed size as well.
-    batch = rows + [rows[0]] * (_bucket(len(rows), floor=8) - len(rows))
-    tokens, mask = left_pad([ids for _, _, ids in batch], sampling.pad_token,
-                            _bucket(max(len(ids) for ids in encoded)))
-    out = generate(params, cfg, sampling, tokens, mask, key,
-                   jnp.asarray([r[0] for r in batch], jnp.int32), jnp.asarray([r[1] for r in batch], jnp.int32))
-    out = jax.device_get(out)
-    completions = []
-    for row, (pi, si, _) in enumerate(rows):
-        length = int(out.lengths_B[row])
-        ids = tuple(int(t) for t in out.tokens_BxN[row, :length])
-        finished = bool(out.finished_B[row])
-        text_ids = ids[:-1] if finished else ids  # the stop token ends the text; `tokens` keeps it
-        completions.append(Completion(pi, si, tokenizer.decode(text_ids), ids,
-                                      float(out.logprobs_BxN[row, :length].sum()), finished))
-    return completions
+        if max(ids) >= model_cfg.vocab_size:
+            raise CatsimError(f"tokenizer id {max(ids)} is outside the model's vocabulary ({model_cfg.vocab_size})")
+    if width is None:
+        width = -(-max(len(e) for e in encoded) // pad_multiple) * pad_multiple
+    rows = [(i, s) for i in range(len(prompts)) for s in range(n)]
+    prompt_tokens, prompt_mask = left_pad([encoded[i] for i, _ in rows], length=width)
+    prompt_ids = np.asarray([indices[i] for i, _ in rows], np.int32)
+    sample_ids = np.asarray([s for _, s in rows], np.int32)
+    size = batch_size or len(rows)
+    act = None if mesh is None else activation_sharding(mesh)
+    outs = []
+    for start in range(0, len(rows), size):
+        sl = np.arange(start, min(start + size, len(rows)))
+        real = len(sl)
+        if pad_rows and real < size:  # one compiled shape for every call; padded rows dropped
+            sl = np.concatenate([sl, np.full(size - real, sl[-1])])
+        args = (prompt_tokens[sl], prompt_mask[sl], jnp.asarray(prompt_ids[sl]), jnp.asarray(sample_ids[sl]))
+        if mesh is not None:
+            args = shard_batch(args, mesh)
+        out = generate(params, model_cfg, sampling, args[0], args[1], key, args[2], args[3],
+                       activation_sharding=act)
+        out = to_host(out)  # all processes get every row (an all-gather when multi-process)
+        outs.append(jax.tree.map(lambda a, k=real: np.asarray(a)[:k], out))
+    tokens, logps, mask, lengths, finished = (np.concatenate([getattr(o, f) for o in outs]) for f in
+                                              ("tokens_BxN", "logprobs_BxN", "mask_BxN", "lengths_B",
+                                               "finished_B"))
+    scores = np.zeros(len(rows), np.float32)
+    texts = []
+    for r, (i, _) in enumerate(rows):
+        ids = tokens[r, : lengths[r]]
+        if finished[r]:
+            ids = ids[:-1]  # the stop token ends the text; `tokens` keeps it
+        text = tokenizer.decode([int(t) for t in ids], skip_special_tokens=True)
+        texts.append(text)
+        if task is not None and (finished[r] or score_truncated):
+            score = float(task.reward(prompts[i], text))
+            if not 0.0 <= score <= 1.0:
+                raise CatsimError(f"task {task.name!r} returned a reward {score} outside [0, 1]")
+            scores[r] = score
+    logprob = np.sum(np.where(mask, logps, 0.0), axis=1)
+    return Groups(np.asarray(indices, np.int64), np.asarray(prompt_tokens), np.asarray(prompt_mask),
+                  tokens, mask.astype(bool), scores.reshape(len(prompts), n), texts,
+                  finished.astype(bool), logprob)

@@ -4,7 +4,7 @@ The article names three failure modes; this module turns two of them into warnin
 logs (the `warnings` field of each `rl_log.jsonl` record) and prints (one line on stderr):
 
 - reward collapse — "held-out accuracy suddenly at zero": `collapse_warning` on the history of
-  held-out accuracies, measured every `RLConfig.heldout_every` steps (`heldout_accuracy`); the
+  held-out accuracies, measured every `RunConfig.heldout_every` steps (`rl.loop.heldout_accuracy`); the
   accuracy before the zero must be high enough that a zero by chance is unlikely
   (`collapse_threshold`);
 - exploration stagnation — "the rollout temperature reached τ_min too early" while the pass@k
@@ -12,15 +12,15 @@ logs (the `warnings` field of each `rl_log.jsonl` record) and prints (one line o
   when no held-out accuracy is measured); reported once per run.
 
 The third safeguard, weight smoothing against reward collapse, is not a warning but the ε of
-w⁻(π) = (π + ε)/(D − π + ε) (`RLConfig.negative_eps`, default 0.01), applied in every asym-GRPO
+w⁻(π) = (π + ε)/(D − π + ε) (`AsymmetricConfig.negative_eps`, default 0.01), applied in every asym-GRPO
 advantage. The detection functions are pure functions of the log records, so a resumed run
-(which rebuilds its history from the log) warns exactly as an uninterrupted one.
+(which rebuilds its history from the log) warns exactly as an uninterrupted one. This module
+imports nothing of the trainer: it reads records and a config.
 """
 
 from __future__ import annotations
 
 import jax
-import numpy as np
 
 from catsim.objectives.asymmetric import collapse_warning, stagnation_warning
 
@@ -40,13 +40,13 @@ def step_warnings(records, cfg) -> tuple[str, ...]:
     accuracy = [r["heldout_accuracy"] for r in records if r.get("heldout_accuracy") is not None]
     messages: list[str] = []
     if latest.get("heldout_accuracy") is not None:
-        messages += collapse_warning(accuracy, previous_min=collapse_threshold(cfg.heldout_prompts))
+        messages += collapse_warning(accuracy, previous_min=collapse_threshold(cfg.run.heldout_prompts))
     if cfg.temperature_plan() != "constant":
         reported = any(m.startswith(STAGNATION) for r in records[:-1] for m in r.get("warnings") or ())
         if not reported:
             history = accuracy if accuracy else [r["reward"] for r in records]
-            messages += stagnation_warning(latest["step"] - 1, cfg.steps, latest["temperature"],
-                                           cfg.temperature_min, pass_at_k=history)
+            messages += stagnation_warning(latest["step"] - 1, cfg.run.steps, latest["temperature"],
+                                           cfg.rollout.temperature_min, pass_at_k=history)
     return tuple(messages)
 
 
@@ -55,24 +55,6 @@ def collapse_threshold(prompts: int, chance: float = 0.01) -> float:
     "sudden": (1 − p)^prompts < chance, i.e. p ≥ 1 − chance^(1/prompts) (at least 0.05, the
     detector's own floor). 0.134 for 32 prompts, 0.438 for 8: a small held-out set is noisy."""
     return max(0.05, 1.0 - chance ** (1.0 / prompts))
-
-
-def heldout_accuracy(params, model_cfg, tokenizer, task, cfg, sampling, key, *, mesh=None,
-                     chat_template: bool = False) -> float:
-    """Share of the first `cfg.heldout_prompts` held-out prompts solved (verifier score 1) by one
-    sample each at the base temperature `cfg.temperature` (not the scheduled rollout temperature,
-    so the signal is comparable across steps and methods)."""
-    import dataclasses
-
-    from catsim.llm.rl import sample_groups
-
-    count = min(cfg.heldout_prompts, task.num_prompts("heldout"))
-    prompts = [task.prompt("heldout", cfg.data_seed, i) for i in range(count)]
-    at_base = dataclasses.replace(sampling, temperature=cfg.temperature)
-    groups = sample_groups(params, model_cfg, tokenizer, task, prompts, 1, at_base, key, mesh=mesh,
-                           chat_template=chat_template, batch_size=cfg.rollout_batch_size,
-                           score_truncated=cfg.score_truncated)
-    return float(np.mean(groups.scores >= 1.0))
 
 
 def heldout_key(base_key, step: int):

@@ -1,6 +1,6 @@
 """Supervised warm-up from scratch on a built-in task (the paper's Maze SFT, §5.2 / App. K).
 
-A small Llama-style model (catsim.llm.model) is trained with optax AdamW on (prompt, target) pairs
+A small Llama-style model (catsim.llm.model.transformer) is trained with optax AdamW on (prompt, target) pairs
 drawn from the task's train split: the loss is the token-mean cross-entropy of the target tokens
 (answer + <eos>); prompt tokens are masked out of the loss. Paper reference: 1,500 steps, batch 32,
 AdamW 5e-4, a ~3M-parameter model on 17×17 mazes; the defaults here are a CPU-sized version.
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import sys
 import time
@@ -36,8 +35,10 @@ import numpy as np
 import optax
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, forward, init_params
+from catsim.llm import rundir
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, forward, init_params
+from catsim.llm.rollout import encode_answer, encode_prompt
 from catsim.llm.tasks.base import Task
 from catsim.llm.tasks.char_tokenizer import (
     BOS,
@@ -48,12 +49,10 @@ from catsim.llm.tasks.char_tokenizer import (
     PAD_ID,
     build_char_tokenizer,
 )
-from catsim.llm.tasks.sampling import encode_answer, encode_prompt
-from catsim.llm.train_state import load_tree, save_tree, truncate_log
 
 STATE_FILE = "train_state.safetensors"
 LOG_FILE = "train_log.jsonl"
-TASK_FILE = "catsim_task.json"
+CONFIG_FILE = "sft_config.json"
 SCHEDULES = ("cosine", "constant")
 
 
@@ -135,7 +134,7 @@ class Batch(NamedTuple):
 # ----------------------------------------------------------------------------- data
 def task_tokenizer(task: Task):
     """The character tokenizer of a built-in task, wrapped as a catsim `Tokenizer` for saving."""
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.tokenizer import Tokenizer
 
     if task.alphabet is None:
         raise CatsimError(f"task {task.name!r} has no fixed alphabet; SFT from scratch supports maze and paths")
@@ -253,30 +252,15 @@ def step_fn(model_cfg: ModelConfig, cfg: SFTConfig):
     return step
 
 
-# ----------------------------------------------------------------------------- training state on disk
-def save_state(path: Path, state: TrainState, fingerprint: str) -> None:
-    """Write the state atomically (temp file + rename): a kill leaves the previous state intact."""
-    save_tree(path, state, int(state.step), fingerprint)
-
-
-def load_state(path: Path, template: TrainState, fingerprint: str) -> TrainState:
-    """Read a state written by `save_state` into the structure of `template` (shapes checked)."""
-    return load_tree(path, template, fingerprint)[0]
-
-
+# ----------------------------------------------------------------------------- settings fingerprint
 def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
     """Hash of everything that changes the trajectory (not save_every)."""
-    settings = {
+    return rundir.fingerprint({
         "task": task.name,
-        "task_config": _jsonable(dataclasses.asdict(task.config)),
+        "task_config": rundir.task_spec(task)["config"],
         "sft": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "save_every"},
         "model": model_cfg.to_hf_dict(),
-    }
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _jsonable(value):
-    return json.loads(json.dumps(value, default=str))
+    })
 
 
 # ----------------------------------------------------------------------------- the run
@@ -310,35 +294,50 @@ def run_sft(
     splitting a run across sessions or testing resume. eval_prompts: held-out prompts to score at
     the end (0 skips evaluation); eval_samples: temperature-1 samples per prompt.
     """
-    from tqdm.auto import tqdm
 
     t_start = time.perf_counter()
-    out = Path(out_dir)
     tokenizer = task_tokenizer(task)
     model_cfg = size.model_config(tokenizer.vocab_size)
-    fp = fingerprint(task, cfg, model_cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    state_path, log_path = out / STATE_FILE, out / LOG_FILE
-    if overwrite:
-        for name in (STATE_FILE, LOG_FILE, "eval.json", "loss.png"):
-            (out / name).unlink(missing_ok=True)
-    state = init_state(model_cfg, cfg)
-    if state_path.exists():
-        state = load_state(state_path, state, fp)
-    start = int(state.step)
-    truncate_log(log_path, start)
-    (out / "sft_config.json").write_text(json.dumps(
-        {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
-         "num_params": model_cfg.num_params, "fingerprint": fp}, indent=2) + "\n")
+    run = rundir.RunDir(out_dir, state_file=STATE_FILE, log_file=LOG_FILE,
+                        fingerprint=fingerprint(task, cfg, model_cfg), what="run")
+    with run.locked():
+        if overwrite:
+            run.clear(files=("eval.json", "loss.png"))
+        state, _ = run.resume(init_state(model_cfg, cfg))
+        start = int(state.step)
+        run.write_json(CONFIG_FILE, {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
+                                     "num_params": model_cfg.num_params, "fingerprint": run.fingerprint})
+        end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+        state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress)
 
-    end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+        from catsim.plots.sft import plot_loss_curve
+
+        plot_loss_curve(run.log_path, run.path / "loss.png")
+        done = int(state.step)
+        if done < cfg.steps:
+            return SFTResult(str(run.path), done, False, last_loss, time.perf_counter() - t_start, None)
+        run.save_model("", model_cfg, state.params, tokenizer,
+                       extra={rundir.TASK_FILE: rundir.task_spec(task, cfg.data_seed)})
+        evaluation = None
+        if eval_prompts > 0:
+            evaluation = evaluate_heldout(state.params, model_cfg, tokenizer, task, cfg.data_seed,
+                                          eval_prompts, eval_samples, seed=cfg.seed)
+            run.write_json("eval.json", evaluation)
+    return SFTResult(str(run.path), done, True, last_loss, time.perf_counter() - t_start, evaluation)
+
+
+def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cfg: SFTConfig, state: TrainState,
+           start: int, end: int, progress: bool) -> tuple[TrainState, float]:
+    """Steps start..end-1 with the step log and periodic saves; returns (state, last loss)."""
+    from tqdm.auto import tqdm
+
     step_once = step_fn(model_cfg, cfg)
     schedule = learning_rate_schedule(cfg)
     last_loss = float("nan")
     bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not progress,
                dynamic_ncols=True)
     try:
-        with log_path.open("a") as log:
+        with run.open_log() as log:
             for step in range(start, end):
                 t0 = time.perf_counter()
                 batch = make_batch(task, tokenizer, cfg, step)
@@ -351,58 +350,39 @@ def run_sft(
                 bar.update(1)
                 bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
                 if (step + 1) % cfg.save_every == 0 or step + 1 == end:
-                    save_state(state_path, state, fp)
+                    run.save_state(state, int(state.step))
     except KeyboardInterrupt:
         try:  # keep what was done; rerun the command to resume
-            save_state(state_path, state, fp)
+            run.save_state(state, int(state.step))
         except RuntimeError:  # interrupted inside a step whose input buffers were donated (GPU):
             pass  # the last periodic save stands
         raise
     finally:
         bar.close()
-    save_state(state_path, state, fp)
-
-    from catsim.plots.sft import plot_loss_curve
-
-    plot_loss_curve(log_path, out / "loss.png")
-    done = int(state.step)
-    if done < cfg.steps:
-        return SFTResult(str(out), done, False, last_loss, time.perf_counter() - t_start, None)
-
-    from catsim.llm.checkpoint import save_model
-
-    save_model(out, model_cfg, state.params, tokenizer)
-    (out / TASK_FILE).write_text(json.dumps(
-        {"task": task.name, "config": _jsonable(dataclasses.asdict(task.config)),
-         "data_seed": cfg.data_seed}, indent=2) + "\n")
-    evaluation = None
-    if eval_prompts > 0:
-        evaluation = evaluate_heldout(state.params, model_cfg, tokenizer, task, cfg.data_seed,
-                                      eval_prompts, eval_samples, seed=cfg.seed)
-        (out / "eval.json").write_text(json.dumps(evaluation, indent=2) + "\n")
-    return SFTResult(str(out), done, True, last_loss, time.perf_counter() - t_start, evaluation)
+    run.save_state(state, int(state.step))
+    return state, last_loss
 
 
 def evaluate_heldout(params: Params, model_cfg: ModelConfig, tokenizer, task: Task, data_seed: int,
                      n_prompts: int, n_samples: int, seed: int = 0) -> dict:
     """Held-out pass rates: greedy (temperature 0) and mean reward of temperature-1 samples."""
-    from catsim.llm.rollout import SamplingConfig
-    from catsim.llm.tasks.sampling import sample_task
+    from catsim.llm.rollout import SamplingConfig, sample_groups
 
     n_prompts = min(n_prompts, task.num_prompts("heldout"))
     prompts = [task.prompt("heldout", data_seed, i) for i in range(n_prompts)]
     max_new = getattr(task, "max_answer_chars", 256) + 1
     key = jax.random.key(seed + 1)
-    greedy = sample_task(params, model_cfg, tokenizer, task, prompts, 1,
-                         SamplingConfig(max_new_tokens=max_new, temperature=0.0, stop_tokens=(EOS_ID,),
-                                        pad_token=PAD_ID), key)
-    result = {"heldout_prompts": n_prompts,
-              "greedy_pass_rate": float(np.mean([r.reward for r in greedy]))}
+
+    def scores(n: int, temperature: float) -> np.ndarray:  # [prompts, n], float64 like the rewards
+        sampling = SamplingConfig(max_new_tokens=max_new, temperature=temperature, stop_tokens=(EOS_ID,),
+                                  pad_token=PAD_ID)
+        return sample_groups(params, model_cfg, tokenizer, task, prompts, n, sampling, key,
+                             batch_size=min(256, n_prompts * n), pad_rows=True,
+                             pad_multiple=1).scores.astype(np.float64)
+
+    result = {"heldout_prompts": n_prompts, "greedy_pass_rate": float(np.mean(scores(1, 0.0)))}
     if n_samples > 0:
-        sampled = sample_task(params, model_cfg, tokenizer, task, prompts, n_samples,
-                              SamplingConfig(max_new_tokens=max_new, temperature=1.0,
-                                             stop_tokens=(EOS_ID,), pad_token=PAD_ID), key)
-        rewards = np.array([r.reward for r in sampled]).reshape(n_prompts, n_samples)
+        rewards = scores(n_samples, 1.0)
         result.update(samples_per_prompt=n_samples, sampled_pass_at_1=float(rewards.mean()),
                       sampled_any_correct=float(rewards.max(axis=1).mean()))
     return result

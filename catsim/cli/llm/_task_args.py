@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 
 from catsim.llm.tasks import TASKS
+from catsim.llm.tasks.math_file import CHECKERS
+from catsim.llm.tasks.maze import ALGORITHMS
+from catsim.llm.tasks.paths import RANKINGS
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -17,19 +20,22 @@ def _sizes(text: str) -> tuple[int, ...]:
 TASK_OPTIONS = {
     "size": ("--size", int, "maze: grid side incl. walls, odd (default 7; paper 17)"),
     "sizes": ("--sizes", _sizes, "maze: difficulty levels, e.g. 5,7,9,11,13 (each prompt draws one size)"),
-    "algorithm": ("--maze-algorithm", str, "maze: generator, dfs or wilson"),
+    "algorithm": ("--maze-algorithm", str, "maze: generator (default dfs)"),
     "height": ("--height", int, "paths: grid rows (default 5)"),
     "width": ("--width", int, "paths: grid columns (default 5)"),
     "obstacle_density": ("--obstacle-density", float, "paths: obstacle probability per square"),
     "min_answers": ("--min-answers", int, "paths: fewest shortest paths per prompt"),
     "max_answers": ("--max-answers", int, "paths: most shortest paths per prompt"),
     "zipf_exponent": ("--zipf", float, "paths: warm-up weights ∝ rank^-s over the answers"),
-    "ranking": ("--ranking", str, "paths: answer rank order, turns or lexicographic"),
+    "ranking": ("--ranking", str, "paths: answer rank order (default turns)"),
     "n_train": ("--n-train", int, "train prompts per seed"),
     "n_heldout": ("--n-heldout", int, "held-out prompts per seed"),
     "path": ("--data", str, "math: local .jsonl or .parquet file of question/answer records"),
-    "checker": ("--checker", str, "math: math-verify or exact"),
+    "checker": ("--checker", str, "math: answer checker (default math-verify)"),
 }
+
+
+CHOICES = {"algorithm": ALGORITHMS, "ranking": RANKINGS, "checker": CHECKERS}  # enumerated task options
 
 
 def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
@@ -37,8 +43,11 @@ def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> No
     group.add_argument("--task", choices=sorted(TASKS), required=required,
                        help="built-in task: maze, paths (many solutions) or math (local file)")
     for dest, (flag, kind, text) in TASK_OPTIONS.items():
-        group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text,
-                           metavar=flag.lstrip("-").upper().replace("-", "_"))
+        if dest in CHOICES:
+            group.add_argument(flag, dest=f"task_{dest}", choices=CHOICES[dest], default=None, help=text)
+        else:
+            group.add_argument(flag, dest=f"task_{dest}", type=kind, default=None, help=text,
+                               metavar=flag.lstrip("-").upper().replace("-", "_"))
 
 
 def task_options(args: argparse.Namespace) -> dict:
@@ -66,15 +75,16 @@ def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
     import numpy as np
 
     from catsim.errors import CatsimError
-    from catsim.llm.checkpoint import load_model
-    from catsim.llm.tasks.sampling import load_task_for_model, sample_task
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.tokenizer import Tokenizer
+    from catsim.llm.rollout import sample_groups
+    from catsim.llm.rundir import task_for_model
 
     if args.prompt:
         raise CatsimError("give either --prompt or --task, not both")
     if args.task_prompts < 1:
         raise CatsimError("--task-prompts must be positive")
-    task, data_seed = load_task_for_model(args.model, args.task, task_options(args), args.data_seed)
+    task, data_seed = task_for_model(args.model, args.task, task_options(args), args.data_seed)
     count = min(args.task_prompts, task.num_prompts(args.split))
     prompts = [task.prompt(args.split, data_seed, i) for i in range(count)]
     cfg, params = load_model(args.model, dtype=args.dtype)
@@ -86,21 +96,20 @@ def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
 
         sampling = dataclasses.replace(sampling, max_new_tokens=cap + 1)
     chat = tokenizer.chat_template is not None if args.chat is None else args.chat
-    records = sample_task(params, cfg, tokenizer, task, prompts, args.n, sampling,
-                          jax.random.key(args.seed), chat=chat)
-    by_index = {p.index: p for p in prompts}
-    for r in records:
+    groups = sample_groups(params, cfg, tokenizer, task, prompts, args.n, sampling, jax.random.key(args.seed),
+                           chat_template=chat, batch_size=min(256, count * args.n), pad_rows=True, pad_multiple=1)
+    for row in range(count * args.n):
+        prompt, s = prompts[row // args.n], row % args.n
+        reward = float(groups.scores[row // args.n, s])
         if args.json:
-            print(json.dumps({"task": task.name, "split": args.split, "prompt_index": r.prompt_index,
-                              "sample_index": r.sample_index, "completion": r.completion,
-                              "reward": r.reward, "finished": r.finished,
-                              "reference": task.reference(by_index[r.prompt_index])}))
+            print(json.dumps({"task": task.name, "split": args.split, "prompt_index": prompt.index,
+                              "sample_index": s, "completion": groups.texts[row], "reward": reward,
+                              "finished": bool(groups.finished[row]), "reference": task.reference(prompt)}))
         else:
-            if r.sample_index == 0:
-                print(f"=== {task.name} {args.split} prompt {r.prompt_index}\\n"
-                      f"{by_index[r.prompt_index].text}")
-            print(f"  sample {r.sample_index}: {r.completion!r} reward {r.reward:g}")
-    mean = float(np.mean([r.reward for r in records]))
-    print(f"mean reward {mean:.4f} over {len(records)} samples ({count} prompts x {args.n})",
+            if s == 0:
+                print(f"=== {task.name} {args.split} prompt {prompt.index}\\n{prompt.text}")
+            print(f"  sample {s}: {groups.texts[row]!r} reward {reward:g}")
+    mean = float(np.mean(groups.scores.astype(np.float64)))
+    print(f"mean reward {mean:.4f} over {groups.scores.size} samples ({count} prompts x {args.n})",
           file=sys.stderr)
     return 0

@@ -8,7 +8,6 @@ the first model and each other one, and a solved-then-forgotten ledger across th
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -24,20 +23,21 @@ def register(subparsers) -> None:
     parser.add_argument("models", nargs="+", help="Hugging Face model dirs (checkpoint order for the ledger)")
     add_common_model_options(parser)
     parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
-    parser.add_argument("--k", default="1,2,4,8,16,32,64", help="k values to print, comma list or 2^a:2^b")
-    parser.add_argument("--prompts", type=int, default=128, help="prompts scored (0 = the whole split)")
-    parser.add_argument("--split", default="heldout", choices=("heldout", "train"))
-    parser.add_argument("--data-seed", type=int, default=None, help="task split seed (default: the task file's)")
-    parser.add_argument("--max-new-tokens", type=int, default=None, help="completion cap (default: task's)")
-    parser.add_argument("--seed", type=int, default=0, help="sampling seed")
-    parser.add_argument("--batch-size", type=int, default=256, help="rollouts per generate call")
+    parser.add_argument("--k", default="1,2,4,8,16,32,64", help="k values to print, comma list or 2^a:2^b (default: %(default)s)")
+    parser.add_argument("--prompts", type=int, default=128, help="prompts scored, 0 = the whole split (default: %(default)s)")
+    parser.add_argument("--split", default="heldout", choices=("heldout", "train"),
+                        help="task split to score (default: %(default)s)")
+    parser.add_argument("--data-seed", type=int, default=None, help="task split seed (default: the task file's, else 0)")
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="completion cap (default: the task's longest answer + 1)")
+    parser.add_argument("--seed", type=int, default=0, help="sampling seed (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=256, help="rollouts per generate call (default: %(default)s)")
     parser.add_argument("--base", help="base model dir: adds ΔNLL_rare and retained answer mass")
-    parser.add_argument("--rare-prompts", type=int, default=256, help="train prompts for the rare set")
-    parser.add_argument("--rare-n", type=int, default=64, help="base samples per prompt for the rare set")
-    parser.add_argument("--rare-quantile", type=float, default=0.01, help="rare share by base NLL (0.01)")
+    parser.add_argument("--rare-prompts", type=int, default=256, help="train prompts for the rare set (default: %(default)s)")
+    parser.add_argument("--rare-n", type=int, default=64, help="base samples per prompt for the rare set (default: %(default)s)")
+    parser.add_argument("--rare-quantile", type=float, default=0.01, help="rare share by base NLL (default: %(default)s)")
     parser.add_argument("--test", action="store_true", help="paired m-out-of-n test: each model vs the first")
     parser.add_argument("--m", type=int, default=None, help="m of the paired test (default n/4)")
-    parser.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations")
+    parser.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations (default: %(default)s)")
     parser.add_argument("--ledger", action="store_true", help="solved-then-forgotten ledger across the models")
     parser.add_argument("--json", help="write every number to this JSON file")
     parser.set_defaults(func=run)
@@ -46,12 +46,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from catsim.llm import evaluate as ev
     from catsim.llm import metrics
-    from catsim.llm.rl import load_task_spec, task_from_spec
+    from catsim.llm.rundir import read_task_file, task_from_spec
 
     ks = parse_int_list(args.k, "--k")
     if max(ks) > args.n:
         raise CatsimError(f"--k asks for k = {max(ks)} but --n is {args.n}; need n >= k")
-    spec = task_spec_from_args(args) or load_task_spec(args.models[0])
+    spec = task_spec_from_args(args) or read_task_file(args.models[0])
     task = task_from_spec(spec)
     data_seed = args.data_seed if args.data_seed is not None else int(spec.get("data_seed", 0))
     max_new = args.max_new_tokens or int(getattr(task, "max_answer_chars", 255)) + 1
@@ -106,5 +106,7 @@ def run(args) -> int:
         print(f"ledger: solved {led['solved']} (in order); forgotten by the last: {led['forgotten']}; "
               f"gained: {led['gained']}")
     if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=str) + "\n")
+        from catsim.llm.rundir import write_json
+
+        write_json(Path(args.json), report)
     return 0

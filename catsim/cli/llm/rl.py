@@ -1,7 +1,7 @@
-"""`catsim llm rl`: GRPO-family RL (GRPO, DAPO, CISPO, Dr.GRPO, focal γ) from a base model dir.
+"""`catsim llm rl`: GRPO-family RL (GRPO, DAPO, CISPO, Dr.GRPO, asym-GRPO, focal γ) from a base model dir.
 
-Every `RLConfig` field is an option (`--group-size 8`, `--gamma 0.5`, ...), with the field's comment
-as help. Example:
+Every `RLConfig` option has a flag (`--group-size 8`, `--gamma 0.5`, ...), grouped by the config
+section it sets. Rerunning the same command in the same --out resumes. Example:
 
     catsim llm rl --base runs/sft --out runs/fgrpo --method grpo --gamma 0.5 --steps 100
 """
@@ -10,46 +10,64 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import inspect
 import json
 import re
 
 from catsim.errors import CatsimError
 
-
-def _field_help(cls) -> dict[str, str]:
-    """Field comments of a dataclass's source (`name: type = default  # comment`)."""
-    helps = {}
-    for line in inspect.getsource(cls).splitlines():
-        m = re.match(r"\s+(\w+): [^=]+=.*?#\s*(.+)$", line)
-        if m:
-            helps[m.group(1)] = m.group(2).strip()
-    return helps
+SECTION_TITLES = {None: "method", "objective": "objective", "gamma": "focal γ schedule",
+                  "components": "asym-GRPO components", "asym": "asym-GRPO hyper-parameters",
+                  "optimizer": "optimizer", "rollout": "rollout", "run": "run"}
 
 
-def add_dataclass_options(parser: argparse.ArgumentParser, cls, skip=()) -> None:
-    """One `--field-name` option per dataclass field (default None = keep the dataclass default)."""
-    helps = _field_help(cls)
-    for f in dataclasses.fields(cls):
-        if f.name in skip:
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default
-        text = f"{helps.get(f.name, '')} (default: {default})"
-        if isinstance(default, bool) or f.type in ("bool", "bool | None"):
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
-        elif isinstance(default, int) and not isinstance(default, bool):
-            parser.add_argument(flag, type=int, default=None, help=text)
-        elif isinstance(default, float) or "float" in str(f.type):
-            parser.add_argument(flag, type=float, default=None, help=text)
+def _default(section: str | None, field: str):
+    from catsim.llm.rl import RLConfig
+
+    cfg = RLConfig()
+    return getattr(cfg if section is None else getattr(cfg, section), field)
+
+
+def _field_type(section: str | None, field: str) -> str:
+    from catsim.llm.rl import RLConfig
+
+    cls = RLConfig if section is None else type(getattr(RLConfig(), section))
+    return str({f.name: f.type for f in dataclasses.fields(cls)}[field])
+
+
+def add_rl_options(parser: argparse.ArgumentParser) -> None:
+    """One `--flat-name` option per `RLConfig` option (`catsim.llm.rl.config.FLAT`), grouped by
+    section, with its real default and, for enumerated options, its choices. Unset options keep the
+    config's default (argparse default None), so `rl_config_from_args` sees only what was given."""
+    from catsim.llm.rl.config import CHOICES, FLAT
+
+    groups: dict = {}
+    for name, (section, field, text) in FLAT.items():
+        if section not in groups:
+            groups[section] = parser.add_argument_group(f"RL {SECTION_TITLES[section]}")
+        group, flag = groups[section], "--" + name.replace("_", "-")
+        default, kind = _default(section, field), _field_type(section, field)
+        shown = default
+        if default is None:
+            shown = "on for asym-grpo, off otherwise" if section == "components" else "the method's"
+        help_text = text if "(default:" in text else f"{text} (default: {shown})"
+        if kind.startswith("bool"):
+            group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        elif name in CHOICES:
+            group.add_argument(flag, dest=name, choices=CHOICES[name], default=None, help=help_text)
+        elif kind.startswith("int"):
+            group.add_argument(flag, dest=name, type=int, default=None, metavar="N", help=help_text)
+        elif kind.startswith("float"):
+            group.add_argument(flag, dest=name, type=float, default=None, metavar="X", help=help_text)
         else:
-            parser.add_argument(flag, type=str, default=None, help=text)
+            group.add_argument(flag, dest=name, default=None, help=help_text)
 
 
-def dataclass_from_args(cls, args, skip=()):
-    kwargs = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
-              if f.name not in skip and getattr(args, f.name, None) is not None}
-    return cls(**kwargs)
+def rl_config_from_args(args):
+    """The `RLConfig` of the options given on the command line."""
+    from catsim.llm.rl import FLAT, RLConfig
+
+    return RLConfig.from_flat(**{name: getattr(args, name) for name in FLAT
+                                 if getattr(args, name, None) is not None})
 
 
 def parse_task_options(items) -> dict:
@@ -70,7 +88,7 @@ def make_mesh_from_arg(text: str | None):
     """"auto" (all local devices on the fsdp axis when there are several), "none", or "DxF"."""
     import jax
 
-    from catsim.llm.sharding import make_mesh
+    from catsim.llm.model.sharding import make_mesh
 
     if text in (None, "none"):
         return None
@@ -107,34 +125,33 @@ def task_spec_from_args(args) -> dict | None:
 
 
 def register(subparsers) -> None:
-    from catsim.llm.rl import RLConfig
-
     parser = subparsers.add_parser("rl", help="GRPO-family RL from a base model (GRPO/DAPO/CISPO/Dr.GRPO, focal γ)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="Hugging Face model dir to start from (the KL reference)")
     parser.add_argument("--out", required=True, help="output directory (resumed if it holds a run)")
     add_common_model_options(parser)
-    parser.add_argument("--mesh", default="auto", help="auto | none | DATAxFSDP device mesh (default auto)")
+    parser.add_argument("--mesh", default="auto", metavar="auto|none|DxF",
+                        help="device mesh: auto, none or DATAxFSDP such as 2x4 (default auto)")
     parser.add_argument("--distributed", action="store_true",
                         help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md); on "
                              "SLURM / Open MPI the process layout is detected, otherwise give the three below")
     parser.add_argument("--coordinator", help="with --distributed: HOST:PORT of process 0's coordinator")
     parser.add_argument("--num-processes", type=int, help="with --distributed: number of processes")
     parser.add_argument("--process-id", type=int, help="with --distributed: this process's index (0 = writer)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="parameter dtype (default: checkpoint's)")
-    parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass")
-    parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="parameter dtype (default: the checkpoint's)")
+    parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass (default off)")
+    parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done (state saved; rerun to resume)")
     parser.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    add_dataclass_options(parser, RLConfig)
+    add_rl_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from catsim.llm.rl import RLConfig, run_rl
+    from catsim.llm.rl import run_rl
 
     if args.distributed:
-        from catsim.llm.sharding import initialize_distributed
+        from catsim.llm.model.sharding import initialize_distributed
 
         layout = {"coordinator_address": args.coordinator, "num_processes": args.num_processes,
                   "process_id": args.process_id}
@@ -143,19 +160,19 @@ def run(args) -> int:
         raise CatsimError("--coordinator, --num-processes and --process-id need --distributed")
     spec = task_spec_from_args(args)
     if args.data_seed is None:  # train on the split the warm-up used
-        from catsim.llm.rl import load_task_spec
+        from catsim.llm.rundir import read_task_file
 
         try:
-            args.data_seed = int((spec or load_task_spec(args.base)).get("data_seed", 0))
+            args.data_seed = int((spec or read_task_file(args.base)).get("data_seed", 0))
         except CatsimError:
             args.data_seed = 0
-    cfg = dataclass_from_args(RLConfig, args)
+    cfg = rl_config_from_args(args)
     mesh = make_mesh_from_arg(args.mesh)
     result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
     state = "finished" if result.finished else "stopped"
-    from catsim.llm.sharding import is_primary
+    from catsim.llm.model.sharding import is_primary
 
     if is_primary():
         print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")

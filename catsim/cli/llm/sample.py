@@ -1,10 +1,9 @@
 """`catsim llm sample`: draw completions from a Hugging Face model directory.
 
-    catsim llm sample --model DIR --prompt "What is 2+2?" --n 4 --max-new-tokens 128
+Prompts come from --prompt (repeatable), or from a task's split with --task (each completion
+printed with its verifier reward). --json prints one JSON object per completion. Example:
 
-Prompts come from `--prompt` (repeatable); `prompt_sources` is the single place where another source
-(e.g. a `--task` option listing a task's prompts) plugs in. `--json` prints one JSON object per
-completion instead of text blocks.
+    catsim llm sample --model DIR --prompt "What is 2+2?" --n 4 --max-new-tokens 128
 """
 
 from __future__ import annotations
@@ -36,7 +35,7 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("sample", help="sample completions from a model directory",
-                                   description=__doc__.split("\n\n")[0])
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_sampling_arguments(parser)
     parser.add_argument("--prompt", action="append", default=[], help="prompt text (repeatable)")
     parser.add_argument("--json", action="store_true", help="one JSON object per completion")
@@ -79,24 +78,32 @@ def run(args: argparse.Namespace) -> int:
 
         return run_task_sampling(args, sampling_config)
 
-    from catsim.llm.checkpoint import load_model
-    from catsim.llm.rollout import sample_texts
-    from catsim.llm.tokenizer import Tokenizer
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.tokenizer import Tokenizer
+    from catsim.llm.rollout import bucket, encode_prompt, sample_groups
 
     prompts = prompt_sources(args)
+    if args.n < 1:
+        raise CatsimError(f"--n must be a positive integer, got {args.n}")
     cfg, params = load_model(args.model, dtype=args.dtype)
     tokenizer = Tokenizer.from_dir(args.model)
     sampling = sampling_config(args, cfg, tokenizer)
-    completions = sample_texts(params, cfg, tokenizer, prompts, args.n, sampling,
-                               jax.random.key(args.seed), chat=args.chat)
-    for c in completions:
+    chat = tokenizer.chat_template is not None if args.chat is None else args.chat
+    # power-of-two widths and row counts: a few compiled programs serve every request
+    groups = sample_groups(params, cfg, tokenizer, None, prompts, args.n, sampling, jax.random.key(args.seed),
+                           chat_template=chat, batch_size=bucket(len(prompts) * args.n, floor=8), pad_rows=True,
+                           width=bucket(max(len(encode_prompt(tokenizer, p, chat)) for p in prompts)))
+    for row in range(len(prompts) * args.n):
+        ids = [int(t) for t in groups.tokens[row][groups.mask[row]]]
+        finished = bool(groups.finished[row])
+        text = tokenizer.decode(ids[:-1] if finished else ids)  # special tokens kept
+        pid, sid = row // args.n, row % args.n
         if args.json:
-            print(json.dumps({"prompt_id": c.prompt_id, "sample_id": c.sample_id, "text": c.text,
-                              "tokens": list(c.tokens), "logprob": c.logprob, "finished": c.finished}))
+            print(json.dumps({"prompt_id": pid, "sample_id": sid, "text": text, "tokens": ids,
+                              "logprob": float(groups.logprob[row]), "finished": finished}))
         else:
-            end = "stop" if c.finished else "length"
-            print(f"--- prompt {c.prompt_id} sample {c.sample_id} ({len(c.tokens)} tokens, {end}, "
-                  f"logprob {c.logprob:.3f})")
-            print(c.text)
+            end = "stop" if finished else "length"
+            print(f"--- prompt {pid} sample {sid} ({len(ids)} tokens, {end}, logprob {groups.logprob[row]:.3f})")
+            print(text)
     sys.stdout.flush()
     return 0

@@ -1,4 +1,11 @@
-"""`catsim llm sft`: supervised warm-up of a small model from scratch on a built-in task."""
+"""`catsim llm sft`: supervised warm-up of a small model from scratch on a built-in task.
+
+Trains a small Llama-style model on (prompt, answer) pairs of the task's train split (prompt tokens
+masked), resumably, and writes a Hugging Face model directory that `catsim llm rl` starts from.
+Rerunning the same command in the same --out resumes. Example:
+
+    catsim llm sft --task maze --size 7 --out runs/sft --steps 300
+"""
 
 from __future__ import annotations
 
@@ -14,35 +21,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     d_sft, d_size = SFTConfig(), ModelSize()
     p = subparsers.add_parser(
         "sft", help="supervised warm-up from scratch on maze/paths; writes a HF model dir",
-        description="Train a small Llama-style model from scratch on a built-in task (prompt tokens "
-                    "masked), resumably, and write a Hugging Face model directory that RL starts from. "
-                    "Rerunning the same command in the same --out resumes.")
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_task_arguments(p, required=True)
     p.add_argument("--out", required=True, help="output directory (model, state, log, loss.png, eval.json)")
     g = p.add_argument_group("training")
-    g.add_argument("--steps", type=int, default=d_sft.steps, help=f"optimizer steps (default {d_sft.steps}; paper 1500)")
-    g.add_argument("--batch-size", type=int, default=d_sft.batch_size, help="sequences per step (paper 32)")
-    g.add_argument("--lr", type=float, default=d_sft.learning_rate, help="peak AdamW learning rate (paper 5e-4)")
-    g.add_argument("--warmup-steps", type=int, default=d_sft.warmup_steps)
-    g.add_argument("--schedule", choices=["cosine", "constant"], default=d_sft.lr_schedule)
-    g.add_argument("--weight-decay", type=float, default=d_sft.weight_decay)
-    g.add_argument("--grad-clip", type=float, default=d_sft.grad_clip)
-    g.add_argument("--seed", type=int, default=d_sft.seed, help="initialisation and batch order")
-    g.add_argument("--data-seed", type=int, default=d_sft.data_seed, help="the task's train/held-out split seed")
-    g.add_argument("--save-every", type=int, default=d_sft.save_every, help="steps between training-state saves")
+    g.add_argument("--steps", type=int, default=d_sft.steps, help="optimizer steps (default: %(default)s; paper 1500)")
+    g.add_argument("--batch-size", type=int, default=d_sft.batch_size, help="sequences per step (default: %(default)s; paper 32)")
+    g.add_argument("--lr", type=float, default=d_sft.learning_rate, help="peak AdamW learning rate (default: %(default)s; paper 5e-4)")
+    g.add_argument("--warmup-steps", type=int, default=d_sft.warmup_steps,
+                   help="linear lr warm-up steps (default: %(default)s)")
+    g.add_argument("--schedule", choices=["cosine", "constant"], default=d_sft.lr_schedule,
+                   help="lr after the warm-up: cosine decay to 10%% of the peak, or constant (default: %(default)s)")
+    g.add_argument("--weight-decay", type=float, default=d_sft.weight_decay,
+                   help="AdamW decoupled weight decay on matrices (default: %(default)s)")
+    g.add_argument("--grad-clip", type=float, default=d_sft.grad_clip,
+                   help="global gradient-norm clip (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=d_sft.seed, help="initialisation and batch order (default: %(default)s)")
+    g.add_argument("--data-seed", type=int, default=d_sft.data_seed, help="the task's train/held-out split seed (default: %(default)s)")
+    g.add_argument("--save-every", type=int, default=d_sft.save_every, help="steps between training-state saves (default: %(default)s)")
     g.add_argument("--stop-after", type=int, default=None,
                    help="stop once this many steps are done (state saved; rerun to resume)")
     g.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
     m = p.add_argument_group("model")
-    m.add_argument("--hidden", type=int, default=d_size.hidden_size, help="hidden size D")
-    m.add_argument("--layers", type=int, default=d_size.num_layers)
-    m.add_argument("--heads", type=int, default=d_size.num_heads)
-    m.add_argument("--intermediate", type=int, default=d_size.intermediate_size, help="MLP width (0 = 4·D)")
+    m.add_argument("--hidden", type=int, default=d_size.hidden_size, help="hidden size D (default: %(default)s)")
+    m.add_argument("--layers", type=int, default=d_size.num_layers, help="transformer blocks (default: %(default)s)")
+    m.add_argument("--heads", type=int, default=d_size.num_heads, help="attention heads (default: %(default)s)")
+    m.add_argument("--intermediate", type=int, default=d_size.intermediate_size, help="MLP width, 0 = 4·D (default: %(default)s)")
     e = p.add_argument_group("evaluation")
-    e.add_argument("--eval-prompts", type=int, default=128, help="held-out prompts scored at the end (0 = none)")
-    e.add_argument("--eval-samples", type=int, default=4, help="temperature-1 samples per held-out prompt")
+    e.add_argument("--eval-prompts", type=int, default=128, help="held-out prompts scored at the end, 0 = none (default: %(default)s)")
+    e.add_argument("--eval-samples", type=int, default=4, help="temperature-1 samples per held-out prompt (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--format", choices=["text", "json"], default="text")
+    p.add_argument("--format", choices=["text", "json"], default="text", help="summary format (default: %(default)s)")
     p.set_defaults(func=run)
 
 

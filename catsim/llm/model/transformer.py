@@ -46,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
+from catsim.llm.model.config import ModelConfig
 
 Params = dict[str, Any]
 _MASKED = -1e30  # finite "minus infinity": fully masked rows give a uniform softmax, never NaN
@@ -224,7 +224,7 @@ def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
     anywhere, e.g. on the left of prompts); padded keys are never attended to and logits at padded
     queries are meaningless. positions_BxT: RoPE positions; default counts real tokens only
     (`default_positions`). activation_sharding: optional `NamedSharding` for the B x T x D residual
-    stream (see `catsim.llm.sharding`).
+    stream (see `catsim.llm.model.sharding`).
     """
     _check_tokens(tokens_BxT)
     b, t = tokens_BxT.shape

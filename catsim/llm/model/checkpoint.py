@@ -4,7 +4,7 @@ A model directory holds
     config.json                          architecture and shapes (`ModelConfig.from_hf_dict`)
     model.safetensors                    all weights, or
     model-0000i-of-0000n.safetensors     shards, listed by model.safetensors.index.json
-    tokenizer.json, tokenizer_config.json, chat_template.jinja   (optional; see `catsim.llm.tokenizer`)
+    tokenizer.json, tokenizer_config.json, chat_template.jinja   (optional; see `catsim.llm.model.tokenizer`)
 
     cfg, params = load_model("path/to/Qwen2.5-0.5B-Instruct", dtype="bfloat16")
     save_model("out/", cfg, params, tokenizer=tok, max_shard_size="2GB")
@@ -29,8 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, param_shapes
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, param_shapes
 
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -126,7 +126,7 @@ def load_model(directory: str | Path, *, dtype: str | None = None,
 
     dtype: "float32" or "bfloat16"; None keeps the checkpoint's dtype (float16 → float32).
     mesh: optional `jax.sharding.Mesh`; each parameter is placed directly with the FSDP sharding of
-    `catsim.llm.sharding.param_shardings` instead of on the default device.
+    `catsim.llm.model.sharding.param_shardings` instead of on the default device.
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -179,7 +179,7 @@ def load_model(directory: str | Path, *, dtype: str | None = None,
     if mesh is None:
         params = jax.tree.map(jnp.asarray, host)
     else:
-        from catsim.llm.sharding import param_shardings
+        from catsim.llm.model.sharding import param_shardings
 
         params = jax.tree.map(jax.device_put, host, param_shardings(cfg, mesh))
     return cfg, params
@@ -205,7 +205,7 @@ def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenize
                *, max_shard_size: int | str = "5GB") -> Path:
     """Write a Hugging Face model directory (config.json + safetensors, sharded with an index when
     the weights exceed `max_shard_size`), plus the tokenizer files when `tokenizer` is given
-    (a `catsim.llm.tokenizer.Tokenizer`). Weights are written in `cfg.dtype`. Returns the directory.
+    (a `catsim.llm.model.tokenizer.Tokenizer`). Weights are written in `cfg.dtype`. Returns the directory.
     """
     st = _safetensors()
     directory = Path(directory)

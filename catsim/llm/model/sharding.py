@@ -29,8 +29,8 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from catsim.errors import CatsimError
-from catsim.llm.config import ModelConfig
-from catsim.llm.model import Params, param_shapes
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import Params, param_shapes
 
 DATA, FSDP = "data", "fsdp"
 BATCH_AXES = (DATA, FSDP)

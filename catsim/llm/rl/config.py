@@ -1,0 +1,387 @@
+"""Settings of one RL run: a frozen config of frozen sections, each validated at construction.
+
+    cfg = RLConfig.from_flat(method="grpo", gamma=0.5, group_size=8, steps=100)
+    cfg.gamma            # GammaSchedule(kind="constant", gamma=0.5, ...), shared with the simulator
+    cfg.rollout.group_size, cfg.optimizer.learning_rate, cfg.run.steps
+
+Sections: `objective` (how rewards become a loss, on top of the `method` preset), `gamma` (the
+F-GRPO focal schedule, `catsim.objectives.focal.GammaSchedule`), `asym` (asym-GRPO
+hyper-parameters, `catsim.objectives.asymmetric.AsymmetricConfig`) with `components` (which asym-GRPO
+parts are on), `optimizer`, `rollout` and `run`. `FLAT` maps the flat option names (the CLI flags,
+`from_flat`, the pipeline's run specs) to (section, field); its help text is the CLI's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from catsim.errors import CatsimError
+from catsim.objectives import _validate as v
+from catsim.objectives import asymmetric, focal
+from catsim.objectives.asymmetric import AsymmetricConfig
+from catsim.objectives.focal import GammaSchedule
+from catsim.objectives.grad_clip import dual_threshold_clip
+
+
+@dataclass(frozen=True)
+class Method:
+    """How one GRPO-family method turns rewards into a loss (the paper's App. B)."""
+
+    surrogate: str  # per-token rule: key of catsim.objectives.losses.SURROGATES
+    clip_low: float  # ε_low (CISPO: 1.0 means no lower clip)
+    clip_high: float  # ε_high
+    advantage: str  # "grpo" (std-normalised) or "dr_grpo" (mean-centred)
+    aggregation: str  # "token_mean" or "token_sum_constant" (Dr.GRPO)
+    dynamic_sampling: bool  # keep only active groups, drawing more prompts (DAPO)
+    asymmetric: bool = False  # default of the asym-GRPO components (docs/asymmetric-grpo.md)
+
+
+METHODS = {
+    "grpo": Method("grpo", 0.2, 0.2, "grpo", "token_mean", False),
+    "dapo": Method("dapo", 0.2, 0.28, "grpo", "token_mean", True),
+    "cispo": Method("cispo", 1.0, 5.0, "grpo", "token_mean", False),
+    "dr_grpo": Method("grpo", 0.2, 0.2, "dr_grpo", "token_sum_constant", False),
+    # GRPO + every asymmetric component on by default (each switchable, docs/asymmetric-grpo.md)
+    "asym-grpo": Method("grpo", 0.2, 0.2, "grpo", "token_mean", False, asymmetric=True),
+}
+TEMPERATURE_SCHEDULES = ("constant", "cosine", "stepwise")
+KL_ESTIMATORS = ("k1", "k3")
+
+
+def _count(name: str, value, minimum: int) -> None:
+    """A whole number >= minimum (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum == 1 else f"a whole number >= {minimum}"
+        raise CatsimError(f"rl {name} must be {kind}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """Overrides of the method preset and the terms added to its loss."""
+
+    clip_low: float | None = None  # ε_low; None = the method's
+    clip_high: float | None = None  # ε_high; None = the method's
+    dynamic_sampling: bool | None = None  # None = the method's (on for DAPO)
+    max_sampling_rounds: int = 4  # dynamic sampling: most prompt batches drawn per step
+    kl_coef: float = 0.0  # β of the KL penalty to the frozen base model (paper: 0)
+    kl_estimator: str = "k3"  # "k1" or "k3"
+    entropy_coef: float = 0.0  # entropy bonus coefficient
+    reward_correct: float = 1.0  # Rc: reward of a verifier score of 1
+    reward_wrong: float = 0.0  # Rw: reward of a score of 0 (graded scores map linearly)
+    batch_renorm: bool = False  # re-normalise advantages over the whole batch
+    adv_eps: float = 1e-6  # ε in the GRPO std denominator
+
+    def __post_init__(self) -> None:
+        _count("max_sampling_rounds", self.max_sampling_rounds, 1)
+        for name in ("kl_coef", "entropy_coef", "adv_eps"):
+            v.check_nonnegative(name, getattr(self, name))
+        for name in ("clip_low", "clip_high"):
+            if getattr(self, name) is not None:
+                v.check_nonnegative(name, getattr(self, name))
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise CatsimError(f"kl_estimator must be 'k1' or 'k3', got {self.kl_estimator!r}")
+        if not self.reward_correct > self.reward_wrong:
+            raise CatsimError("reward_correct must exceed reward_wrong")
+
+
+@dataclass(frozen=True)
+class AsymComponents:
+    """Which asym-GRPO components run (None = on for method asym-grpo, off otherwise)."""
+
+    channels: bool | None = None  # A>0 → w⁺(score)·A; A<0 → w⁻(π̄)·A, π̄ = exp(mean token log-prob)
+    confidence: bool | None = None  # A<0 also × the mean token confidence b + (1−b)·sigmoid(−KL)
+    recompose: bool | None = None  # per group, loss only on the rollouts recompose_group keeps
+    mixed: bool | None = None  # mixed groups: ×amplify top-k positives, drop negatives ≥ δ edits away
+    dual_clip: bool | None = None  # dual-threshold gradient clip instead of the plain max-norm clip
+    positive_threshold: float = 0.5  # a rollout with score >= this is a positive
+
+    def __post_init__(self) -> None:
+        v.check_in_closed("positive_threshold", self.positive_threshold, 0.0, 1.0)
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    """optax clip → AdamW(0.9, 0.999), lr warm-up in RL steps, and the update batching."""
+
+    learning_rate: float = 1e-4  # peak lr (paper LLM: 1e-6; Maze: 1e-4)
+    warmup_steps: int = 0  # linear lr warm-up in RL steps (paper: 15)
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    grad_clip: float = 1.0  # global gradient-norm clip
+    dual_clip_lower: float = 0.1  # dual clip: lower gradient-norm threshold
+    dual_clip_amplification: float = 1.5  # dual clip: amplification below the lower threshold
+    mini_batch_size: int = 0  # rollouts per optimizer update; 0 = all of the step
+    micro_batch_size: int = 0  # rollouts per forward/backward pass; 0 = the mini-batch
+    ppo_epochs: int = 1  # passes over the step's rollouts
+
+    def __post_init__(self) -> None:
+        v.check_positive("learning_rate", self.learning_rate)
+        v.check_positive("grad_clip", self.grad_clip)
+        v.check_nonnegative("weight_decay", self.weight_decay)
+        _count("warmup_steps", self.warmup_steps, 0)
+        _count("mini_batch_size", self.mini_batch_size, 0)
+        _count("micro_batch_size", self.micro_batch_size, 0)
+        _count("ppo_epochs", self.ppo_epochs, 1)
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """What each step samples."""
+
+    prompts_per_step: int = 8  # prompts (groups) per step
+    group_size: int = 8  # N rollouts per prompt
+    temperature: float = 1.0  # sampling temperature (the schedule's τ_max)
+    top_p: float = 1.0  # nucleus sampling mass (1 = off)
+    max_new_tokens: int = 32  # completion length cap
+    score_truncated: bool = False  # verify completions that hit max_new_tokens (default: score 0)
+    batch_size: int = 0  # rollouts per generate call; 0 = all at once
+    temperature_schedule: str | None = None  # constant, cosine or stepwise; None = cosine for asym-grpo
+    temperature_min: float = 0.2  # schedule floor τ_min
+    temperature_fraction: float = 0.3  # share of the steps the schedule takes to reach τ_min
+
+    def __post_init__(self) -> None:
+        for name in ("prompts_per_step", "group_size", "max_new_tokens"):
+            _count(name, getattr(self, name), 1)
+        _count("rollout_batch_size", self.batch_size, 0)
+        v.check_nonnegative("temperature", self.temperature)
+        if not 0 < self.top_p <= 1:
+            raise CatsimError(f"top_p must be in (0, 1], got {self.top_p!r}")
+        if self.temperature_schedule not in (None, *TEMPERATURE_SCHEDULES):
+            raise CatsimError(f"temperature_schedule must be one of {', '.join(TEMPERATURE_SCHEDULES)}, "
+                              f"got {self.temperature_schedule!r}")
+
+    @property
+    def rollouts(self) -> int:
+        return self.prompts_per_step * self.group_size
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Length, seeds, saving and the held-out safeguard."""
+
+    steps: int = 50  # RL steps
+    seed: int = 0  # prompt order and sampling keys
+    data_seed: int = 0  # the task's split seed (must match the warm-up's)
+    save_every: int = 1  # training-state save period in steps
+    snapshot_every: int = 0  # Hugging Face snapshot period in steps (0 = final model only)
+    heldout_every: int = 0  # held-out accuracy every this many steps (collapse warning); 0 = never
+    heldout_prompts: int = 32  # held-out prompts scored, one sample each at τ = temperature
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "save_every", "heldout_prompts"):
+            _count(name, getattr(self, name), 1)
+        for name in ("seed", "data_seed", "snapshot_every", "heldout_every"):
+            _count(name, getattr(self, name), 0)
+
+
+@dataclass(frozen=True)
+class RLConfig:
+    """Settings of one RL run (CPU-sized defaults; the paper's LLM values in comments)."""
+
+    method: str = "grpo"  # preset: one of METHODS
+    objective: ObjectiveConfig = ObjectiveConfig()  # overrides of the preset, KL, entropy, rewards
+    gamma: GammaSchedule = GammaSchedule()  # focal exponent γ and its schedule (paper F-GRPO: 0.5)
+    low_lr_gamma: float = 0.0  # App. N control: > 0 multiplies the lr by m_γ at this γ (GRPO only)
+    asym: AsymmetricConfig = AsymmetricConfig()  # asym-GRPO hyper-parameters
+    components: AsymComponents = AsymComponents()  # which asym-GRPO components run
+    optimizer: OptimizerConfig = OptimizerConfig()
+    rollout: RolloutConfig = RolloutConfig()
+    run: RunConfig = RunConfig()
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise CatsimError(f"unknown RL method {self.method!r}; choose one of {', '.join(METHODS)}")
+        v.check_nonnegative("low_lr_gamma", self.low_lr_gamma)
+        if self.low_lr_gamma > 0 and self.gamma.gamma > 0:
+            raise CatsimError("the low-lr control (low_lr_gamma) is a GRPO baseline: use gamma = 0")
+        opt = self.optimizer
+        if opt.mini_batch_size and self.rollout.rollouts % opt.mini_batch_size:
+            raise CatsimError(f"mini_batch_size {opt.mini_batch_size} must divide the "
+                              f"{self.rollout.rollouts} rollouts of a step")
+        if opt.micro_batch_size and self.mini_batch % opt.micro_batch_size:
+            raise CatsimError(f"micro_batch_size {opt.micro_batch_size} must divide the mini-batch "
+                              f"of {self.mini_batch} rollouts")
+        if self.temperature_plan() != "constant":
+            self.rollout_temperature(0)  # validates τ_min ≤ τ_max and the fraction
+        if self.use("dual_clip"):
+            dual_threshold_clip(opt.grad_clip, opt.dual_clip_lower, opt.dual_clip_amplification)
+
+    # ------------------------------------------------------------------ construction from flat names
+    @classmethod
+    def from_flat(cls, **options) -> RLConfig:
+        """A config from flat option names (`FLAT`): `RLConfig.from_flat(method="dapo", gamma=0.5)`."""
+        return cls().replace(**options)
+
+    def replace(self, **options) -> RLConfig:
+        """A copy with flat options (`FLAT` names) replaced."""
+        by_section: dict[str, dict] = {}
+        top = {}
+        for name, value in options.items():
+            if name not in FLAT:
+                raise CatsimError(f"unknown RL option {name!r}")
+            section, field = FLAT[name][0], FLAT[name][1]
+            if section is None:
+                top[field] = value
+            else:
+                by_section.setdefault(section, {})[field] = value
+        for section, fields in by_section.items():
+            top[section] = dataclasses.replace(getattr(self, section), **fields)
+        return dataclasses.replace(self, **top)
+
+    def flat(self) -> dict:
+        """{flat option name: value} for every option (the inverse of `from_flat`)."""
+        return {name: getattr(self if section is None else getattr(self, section), field)
+                for name, (section, field, _) in FLAT.items()}
+
+    # ------------------------------------------------------------------ derived settings
+    def use(self, component: str) -> bool:
+        """Whether an asym-GRPO component (channels, confidence, recompose, mixed, dual_clip) is on."""
+        value = getattr(self.components, component)
+        return METHODS[self.method].asymmetric if value is None else bool(value)
+
+    @property
+    def any_asym(self) -> bool:
+        """Whether any advantage or mask component of asym-GRPO is on."""
+        return any(self.use(c) for c in ("channels", "confidence", "recompose", "mixed"))
+
+    def method_spec(self) -> Method:
+        """The method preset with this run's overrides applied."""
+        spec, o = METHODS[self.method], self.objective
+        return dataclasses.replace(
+            spec,
+            clip_low=spec.clip_low if o.clip_low is None else o.clip_low,
+            clip_high=spec.clip_high if o.clip_high is None else o.clip_high,
+            dynamic_sampling=spec.dynamic_sampling if o.dynamic_sampling is None else o.dynamic_sampling,
+        )
+
+    def temperature_plan(self) -> str:
+        if self.rollout.temperature_schedule is not None:
+            return self.rollout.temperature_schedule
+        return "cosine" if METHODS[self.method].asymmetric else "constant"
+
+    def rollout_temperature(self, step: int) -> float:
+        """Sampling temperature of RL step `step` (0-based): `temperature`, or the article's
+        cosine / step-wise decay from it to `temperature_min` (catsim.objectives.asymmetric)."""
+        plan, r = self.temperature_plan(), self.rollout
+        if plan == "constant":
+            return r.temperature
+        fn = asymmetric.cosine_temperature if plan == "cosine" else asymmetric.stepwise_temperature
+        return float(fn(step, self.run.steps, tau_max=r.temperature, tau_min=r.temperature_min,
+                        fraction=r.temperature_fraction))
+
+    @property
+    def group_size(self) -> int:
+        return self.rollout.group_size
+
+    @property
+    def steps(self) -> int:
+        return self.run.steps
+
+    @property
+    def rollouts_per_step(self) -> int:
+        return self.rollout.rollouts
+
+    @property
+    def mini_batch(self) -> int:
+        return self.optimizer.mini_batch_size or self.rollouts_per_step
+
+    @property
+    def micro_batch(self) -> int:
+        return self.optimizer.micro_batch_size or self.mini_batch
+
+    @property
+    def updates_per_step(self) -> int:
+        return self.rollouts_per_step // self.mini_batch * self.optimizer.ppo_epochs
+
+    @property
+    def peak_lr(self) -> float:
+        """learning_rate, times m_γ for the App. N low-lr control."""
+        if self.low_lr_gamma > 0:
+            return self.optimizer.learning_rate * focal.low_lr_multiplier(self.low_lr_gamma)
+        return self.optimizer.learning_rate
+
+    def label(self) -> str:
+        """Human label, e.g. "F-GRPO γ=0.5 N=8", "GRPO lr·m_0.5 N=8"."""
+        name = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "dr_grpo": "Dr.GRPO",
+                "asym-grpo": "asym-GRPO"}[self.method]
+        if self.gamma.gamma > 0 or self.gamma.kind != "constant":
+            name = f"F-{name} γ={self.gamma.gamma:g}"
+        if self.low_lr_gamma > 0:
+            name += f" lr·m_{self.low_lr_gamma:g}"
+        return f"{name} N={self.group_size}"
+
+
+# flat option name -> (section or None for a top-level field, field, help text)
+FLAT: dict[str, tuple[str | None, str, str]] = {
+    "method": (None, "method", "GRPO-family preset (clip ranges, advantage, aggregation)"),
+    "gamma": ("gamma", "gamma", "focal exponent γ of g = (1 − μ̂)^γ (0 = plain method; paper F-GRPO 0.5)"),
+    "gamma_schedule": ("gamma", "kind", "how γ varies over the run"),
+    "gamma_start": ("gamma", "gamma_start", "γ at step 0 (warmup) or below --gamma-success-low (curriculum)"),
+    "gamma_warmup_steps": ("gamma", "warmup_steps", "warmup schedule: steps of the linear γ increase"),
+    "gamma_switch_step": ("gamma", "switch_step", "switch schedule: first step with γ (GRPO before it)"),
+    "gamma_success_low": ("gamma", "success_low", "curriculum: batch success rate at/below which γ = start"),
+    "gamma_success_high": ("gamma", "success_high", "curriculum: batch success rate at/above which γ = γ"),
+    "low_lr_gamma": (None, "low_lr_gamma", "App. N control: > 0 runs GRPO at lr × m_γ for this γ"),
+    "steps": ("run", "steps", "RL steps"),
+    "prompts_per_step": ("rollout", "prompts_per_step", "prompts (groups) sampled per step"),
+    "group_size": ("rollout", "group_size", "N rollouts per prompt"),
+    "mini_batch_size": ("optimizer", "mini_batch_size", "rollouts per optimizer update (0 = the whole step)"),
+    "micro_batch_size": ("optimizer", "micro_batch_size",
+                         "rollouts per forward/backward pass, gradients accumulated (0 = the mini-batch)"),
+    "ppo_epochs": ("optimizer", "ppo_epochs", "passes over the step's rollouts (paper 1)"),
+    "learning_rate": ("optimizer", "learning_rate", "peak AdamW learning rate (paper LLM 1e-6)"),
+    "warmup_steps": ("optimizer", "warmup_steps", "linear lr warm-up in RL steps (paper 15)"),
+    "weight_decay": ("optimizer", "weight_decay", "AdamW decoupled weight decay"),
+    "grad_clip": ("optimizer", "grad_clip", "global gradient-norm clip"),
+    "clip_low": ("objective", "clip_low", "ε_low of the clipped surrogate (default: the method's)"),
+    "clip_high": ("objective", "clip_high", "ε_high of the clipped surrogate (default: the method's)"),
+    "dynamic_sampling": ("objective", "dynamic_sampling",
+                         "keep only groups with unequal rewards, drawing more prompts (default: on for dapo)"),
+    "max_sampling_rounds": ("objective", "max_sampling_rounds", "dynamic sampling: most prompt batches per step"),
+    "kl_coef": ("objective", "kl_coef", "β of the KL penalty to the base model (paper 0)"),
+    "kl_estimator": ("objective", "kl_estimator", "KL estimator of the penalty"),
+    "entropy_coef": ("objective", "entropy_coef", "entropy bonus coefficient"),
+    "reward_correct": ("objective", "reward_correct", "Rc: reward of a verifier score of 1"),
+    "reward_wrong": ("objective", "reward_wrong", "Rw: reward of a verifier score of 0 (may be < 0)"),
+    "batch_renorm": ("objective", "batch_renorm", "re-normalise advantages over the whole batch"),
+    "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator"),
+    "temperature": ("rollout", "temperature", "sampling temperature (paper 1.0; the schedule's τ_max)"),
+    "top_p": ("rollout", "top_p", "nucleus sampling mass (1 = off)"),
+    "max_new_tokens": ("rollout", "max_new_tokens", "completion length cap"),
+    "score_truncated": ("rollout", "score_truncated",
+                        "verify completions that hit --max-new-tokens (otherwise they score 0)"),
+    "rollout_batch_size": ("rollout", "batch_size", "rollouts per generate call (0 = all at once)"),
+    "seed": ("run", "seed", "prompt order and sampling keys"),
+    "data_seed": ("run", "data_seed", "the task's split seed (default: the base model's task file, else 0)"),
+    "save_every": ("run", "save_every", "training-state save period in steps"),
+    "snapshot_every": ("run", "snapshot_every", "Hugging Face snapshot period in steps (0 = final model only)"),
+    "asym_channels": ("components", "channels", "asym-GRPO: w⁺(score)·A for A > 0, w⁻(π̄)·A for A < 0"),
+    "asym_confidence": ("components", "confidence", "asym-GRPO: A < 0 also × the mean token confidence"),
+    "asym_recompose": ("components", "recompose", "asym-GRPO: loss only on the rollouts recomposition keeps"),
+    "asym_mixed": ("components", "mixed", "asym-GRPO: mixed groups amplify top positives, drop far negatives"),
+    "mixed_delta": ("asym", "delta", "mixed groups: δ, in token edits to the nearest positive"),
+    "dual_clip": ("components", "dual_clip", "asym-GRPO: dual-threshold gradient clip"),
+    "dual_clip_lower": ("optimizer", "dual_clip_lower", "dual clip: lower gradient-norm threshold"),
+    "dual_clip_amplification": ("optimizer", "dual_clip_amplification",
+                                "dual clip: amplification below the lower threshold"),
+    "temperature_schedule": ("rollout", "temperature_schedule",
+                             "rollout temperature schedule (default: cosine for asym-grpo, else constant)"),
+    "temperature_min": ("rollout", "temperature_min", "temperature schedule floor τ_min"),
+    "temperature_fraction": ("rollout", "temperature_fraction", "share of the steps taken to reach τ_min"),
+    "negative_reading": ("asym", "negative_reading", "w⁻ reading: text (falls with π̄) or formula (grows)"),
+    "kl_direction": ("asym", "kl_direction", "direction of the confidence weight's KL"),
+    "positive_threshold": ("components", "positive_threshold", "recomposition: score at which a rollout is positive"),
+    "negative_eps": ("asym", "negative_eps", "w⁻ smoothing ε (article §4.2, against reward collapse)"),
+    "heldout_every": ("run", "heldout_every", "held-out accuracy every this many steps (0 = never)"),
+    "heldout_prompts": ("run", "heldout_prompts", "held-out prompts scored, one sample each at --temperature"),
+}
+
+# the enumerated options and their choices (the CLI's `choices`)
+CHOICES: dict[str, tuple[str, ...]] = {
+    "method": tuple(METHODS),
+    "gamma_schedule": ("constant", "warmup", "curriculum", "switch"),
+    "kl_estimator": KL_ESTIMATORS,
+    "temperature_schedule": TEMPERATURE_SCHEDULES,
+    "negative_reading": asymmetric.NEGATIVE_READINGS,
+    "kl_direction": asymmetric.KL_DIRECTIONS,
+}

@@ -1,0 +1,355 @@
+"""The RL run: collect → score → update → record, one step at a time, in a resumable run directory.
+
+Every step is a pure function of (base model, config, step), so a resumed run repeats an
+uninterrupted one exactly:
+
+1. collect: draw `prompts_per_step` train prompts (seeded by (seed, step)), sample N =
+   `group_size` completions of each (`catsim.llm.rollout.sample_groups`; per-sample keys
+   (step key, prompt index, sample index)) and score them with the task's verifier; DAPO's dynamic
+   sampling draws further prompt batches until enough groups are active;
+2. score: group success rates μ̂ (once), advantages × the focal weight (1 − μ̂)^γ, behaviour- and
+   reference-policy token log-probs (`catsim.llm.scoring`), the asym-GRPO components if on;
+3. update: `ppo_epochs` passes of mini-batch optimizer updates (`step.make_functions`);
+4. record: one `rl_log.jsonl` line (`STEP_METRICS`), safeguard warnings, state saves, snapshots.
+
+Files in the output directory:
+    rl_config.json      the settings (and the base model path)
+    rl_log.jsonl        one JSON line per step (see `STEP_METRICS`)
+    rl_state.safetensors  params + optimizer state + step, rewritten atomically every `save_every` steps
+    checkpoints/step_NNNNNN/   Hugging Face model snapshots every `snapshot_every` steps
+    model/              the final policy as a Hugging Face model dir (+ tokenizer, task file)
+
+Sharding: pass a `jax.sharding.Mesh` (catsim.llm.model.sharding.make_mesh): parameters and optimizer
+state are FSDP-sharded, rollout and training batches split over ("data", "fsdp"). Multi-process
+(`jax.distributed`): every process runs this loop on the same global batches; sharded results come
+back to every process through `sharding.to_host` (an all-gather), so all score the same rollouts;
+process 0 alone writes files (the others wait at barriers), and a resume reads the state on every
+process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.llm import rundir, safeguards
+from catsim.llm.metrics import active_fraction_prediction
+from catsim.llm.model.sharding import barrier, shard_batch, to_host
+from catsim.llm.rl.asym import asymmetric_batch
+from catsim.llm.rl.config import RLConfig
+from catsim.llm.rl.step import (
+    Functions,
+    build_batch,
+    compute_advantages,
+    lr_at,
+    make_functions,
+    select_active_groups,
+    step_prompt_indices,
+    success_rates,
+)
+from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
+
+STATE_FILE = "rl_state.safetensors"
+LOG_FILE = "rl_log.jsonl"
+CONFIG_FILE = "rl_config.json"
+
+STEP_METRICS = {
+    "step": "RL steps done (1-based)",
+    "reward": "mean verifier score of the kept groups' rollouts",
+    "success_rate": "mean group success rate μ̂ = (R̄ − Rw)/(Rc − Rw)",
+    "active_fraction": "share of sampled groups whose rewards are not all equal",
+    "active_pred_pooled": "Lemma 3.1 1 − μ̄^N − (1 − μ̄)^N at the batch-mean μ̄",
+    "active_pred_groups": "mean over groups of 1 − μ̂^N − (1 − μ̂)^N (plug-in; biased low)",
+    "gamma": "γ used this step",
+    "mean_g": "mean focal weight (1 − μ̂)^γ over active kept groups (null if none)",
+    "entropy": "token-mean policy entropy (nats) over response tokens",
+    "clip_low_frac": "token share clipped at 1 − ε_low with A < 0 (PPO/DAPO) or IS-clipped (CISPO)",
+    "clip_high_frac": "token share clipped at 1 + ε_high with A > 0 (PPO/DAPO); 0 for CISPO",
+    "kl": "token-mean k3 estimate of KL(π‖π_ref) (null without a reference)",
+    "response_length": "mean generated tokens per rollout (stop token included)",
+    "grad_norm": "mean pre-clip global gradient norm over the step's updates",
+    "loss": "mean mini-batch loss",
+    "lr": "learning rate of this step",
+    "sampling_rounds": "prompt batches drawn (> 1 only with dynamic sampling)",
+    "groups_kept": "groups that carry loss this step",
+    "tokens_per_second": "generated tokens per second of rollout time",
+    "step_seconds": "wall time of the step",
+    "temperature": "rollout temperature of this step (asym-GRPO schedule; constant otherwise)",
+    "kept_rollouts": "rollouts carrying loss after batch recomposition (all kept ones otherwise)",
+    "heldout_accuracy": "share of held-out prompts solved, one sample each at τ = temperature, after this "
+                        "step (every heldout_every steps; null otherwise)",
+    "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation)",
+}
+
+
+@dataclass(frozen=True)
+class RLResult:
+    out_dir: str  # output directory
+    steps_done: int  # RL steps in the saved state
+    finished: bool  # reached cfg.steps and wrote model/
+    seconds: float  # wall time of this call
+
+
+@dataclass
+class Collected:
+    """One step's rollouts: the kept groups and what the whole sampled pool says."""
+
+    groups: Groups  # the P groups that form the batch
+    group_mask: np.ndarray  # [P] 1 for groups that carry loss
+    success: np.ndarray  # [P] μ̂ of the kept groups
+    active_pool: np.ndarray  # [pool] groups with unequal rewards, over every sampling round
+    success_pool: np.ndarray  # [pool] μ̂ over every sampling round
+    rounds: int  # prompt batches drawn
+    tokens_per_second: float  # generated tokens per second of rollout time
+
+
+@dataclass
+class Trainer:
+    """What every step uses: the run's settings, task, model and jitted functions (built once)."""
+
+    cfg: RLConfig
+    task: Any
+    model_cfg: Any
+    tokenizer: Any
+    fns: Functions
+    sampling: SamplingConfig
+    base_key: jax.Array
+    mesh: Any = None
+    chat_template: bool = False
+
+    def put(self, batch):
+        """A host batch on the device(s): sharded over the mesh, or plain arrays."""
+        return shard_batch(batch, self.mesh) if self.mesh is not None else jax.tree.map(jnp.asarray, batch)
+
+    def sample(self, params, prompts, n: int, sampling: SamplingConfig, key) -> Groups:
+        return sample_groups(params, self.model_cfg, self.tokenizer, self.task, prompts, n, sampling, key,
+                             mesh=self.mesh, chat_template=self.chat_template,
+                             batch_size=self.cfg.rollout.batch_size,
+                             score_truncated=self.cfg.rollout.score_truncated)
+
+
+def collect(tr: Trainer, params, step: int, sampling: SamplingConfig) -> Collected:
+    """Sample the step's groups (more prompt batches under dynamic sampling) and keep P of them."""
+    cfg, spec = tr.cfg, tr.cfg.method_spec()
+    step_key = jax.random.fold_in(tr.base_key, step)
+    parts, kept, t0 = [], 0, time.perf_counter()
+    for round_ in range(cfg.objective.max_sampling_rounds if spec.dynamic_sampling else 1):
+        idx = step_prompt_indices(cfg, step, round_, tr.task.num_prompts("train"))
+        prompts = [tr.task.prompt("train", cfg.run.data_seed, int(i)) for i in idx]
+        parts.append(tr.sample(params, prompts, cfg.group_size, sampling, jax.random.fold_in(step_key, round_)))
+        kept += int(np.sum(parts[-1].scores.max(axis=1) > parts[-1].scores.min(axis=1)))
+        if not spec.dynamic_sampling or kept >= cfg.rollout.prompts_per_step:
+            break
+    seconds = time.perf_counter() - t0
+    pool = Groups.concat(parts)
+    active_pool = pool.scores.max(axis=1) > pool.scores.min(axis=1)
+    success_pool = success_rates(pool.scores, cfg)
+    if spec.dynamic_sampling:
+        chosen, group_mask = select_active_groups(active_pool, cfg.rollout.prompts_per_step)
+    else:
+        chosen, group_mask = np.arange(len(active_pool)), np.ones(cfg.rollout.prompts_per_step, np.float32)
+    return Collected(pool.take(chosen, cfg.group_size) if spec.dynamic_sampling else pool, group_mask,
+                     success_pool[chosen], active_pool, success_pool, len(parts),
+                     int(pool.mask.sum()) / max(seconds, 1e-9))
+
+
+def needs_reference(cfg: RLConfig) -> bool:
+    """Whether steps evaluate the frozen base model: always today, for the logged `kl` metric."""
+    return True
+
+
+def score(tr: Trainer, params, ref_params, batch: dict) -> dict:
+    """Behaviour-policy (and reference) token log-probs of the batch, one mini-batch at a time."""
+    old, ref = [], []
+    for s0 in range(0, batch["tokens"].shape[0], tr.cfg.mini_batch):
+        chunk = tr.put({k: batch[k][s0:s0 + tr.cfg.mini_batch] for k in ("tokens", "real")})
+        old.append(to_host(tr.fns.logp(params, chunk["tokens"], chunk["real"])[0]))
+        if ref_params is not None:
+            ref.append(to_host(tr.fns.logp(ref_params, chunk["tokens"], chunk["real"])[0]))
+    batch = {**batch, "old_logp": np.concatenate(old)}
+    return {**batch, "ref_logp": np.concatenate(ref)} if ref else batch
+
+
+def update(tr: Trainer, params, opt_state, batch: dict):
+    """`ppo_epochs` passes of mini-batch updates; returns (params, opt_state, mean metrics)."""
+    sums: dict[str, float] = {}
+    updates, mb = 0, tr.cfg.mini_batch
+    for _ in range(tr.cfg.optimizer.ppo_epochs):
+        for s0 in range(0, batch["tokens"].shape[0], mb):
+            mini = tr.put({k: v[s0:s0 + mb] for k, v in batch.items()})
+            params, opt_state, m = tr.fns.update(params, opt_state, mini)
+            for k, v in to_host(m).items():
+                sums[k] = sums.get(k, 0.0) + float(v)
+            updates += 1
+    return params, opt_state, {k: v / updates for k, v in sums.items()}
+
+
+def _json_float(x) -> float | None:
+    x = float(x)
+    return x if np.isfinite(x) else None
+
+
+def step_record(cfg: RLConfig, step: int, c: Collected, batch: dict, gamma: float, g_P, means: dict,
+                temperature: float, seconds: float) -> dict:
+    """The step's log line (`STEP_METRICS`), before the held-out accuracy and warnings."""
+    n, scores = cfg.group_size, c.groups.scores
+    active_kept = (c.group_mask > 0) & (scores.max(1) > scores.min(1))
+    return {
+        "step": step + 1,
+        "reward": float(scores.mean()),
+        "success_rate": float(np.mean(c.success)),
+        "active_fraction": float(np.mean(c.active_pool)),
+        "active_pred_pooled": float(active_fraction_prediction(float(np.mean(c.success_pool)), n)),
+        "active_pred_groups": float(np.mean(active_fraction_prediction(c.success_pool, n))),
+        "gamma": gamma,
+        "mean_g": float(g_P[active_kept].mean()) if np.any(active_kept) else None,
+        "entropy": _json_float(means.get("entropy", np.nan)),
+        "clip_low_frac": _json_float(means["clip_low_frac"]),
+        "clip_high_frac": _json_float(means["clip_high_frac"]),
+        "kl": _json_float(means["kl"]) if "kl" in means else None,
+        "response_length": float(c.groups.mask.sum(axis=1).mean()),
+        "grad_norm": _json_float(means["grad_norm"]),
+        "loss": _json_float(means["loss"]),
+        "lr": lr_at(cfg, step),
+        "sampling_rounds": c.rounds,
+        "groups_kept": int(c.group_mask.sum()),
+        "tokens_per_second": c.tokens_per_second,
+        "step_seconds": seconds,
+        "temperature": temperature,
+        "kept_rollouts": int(np.sum(np.any(batch["loss_mask"] > 0, axis=1))),
+        "heldout_accuracy": None,
+        "warnings": [],
+    }
+
+
+def heldout_accuracy(tr: Trainer, params, sampling: SamplingConfig, step: int) -> float:
+    """Share of the first `heldout_prompts` held-out prompts solved (verifier score 1) by one
+    sample each at the base temperature (not the scheduled one, so the signal is comparable across
+    steps and methods)."""
+    cfg = tr.cfg
+    count = min(cfg.run.heldout_prompts, tr.task.num_prompts("heldout"))
+    prompts = [tr.task.prompt("heldout", cfg.run.data_seed, i) for i in range(count)]
+    at_base = dataclasses.replace(sampling, temperature=cfg.rollout.temperature)
+    groups = tr.sample(params, prompts, 1, at_base, safeguards.heldout_key(tr.base_key, step))
+    return float(np.mean(groups.scores >= 1.0))
+
+
+def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spec: dict | None = None,
+           task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool = True,
+           chat_template: bool = False, label: str = "rl", dtype: str | None = None,
+           remat: bool = False) -> RLResult:
+    """Train (or resume) an RL run from the Hugging Face model dir `base_dir` into `out_dir`.
+
+    task_spec: {"task": name, "config": {...}}; default: the base dir's catsim_task.json.
+    task: a task object (any `catsim.llm.tasks.base.Task`) used instead of the spec's task.
+    mesh: optional Mesh for data/FSDP sharding. stop_after: stop once this many steps are done
+    (state saved, no final model). The base model is the frozen KL reference.
+    dtype: parameter dtype ("float32" or "bfloat16"; None keeps the checkpoint's). remat: recompute
+    block activations in the backward pass (memory for long responses on GPU).
+    """
+    from tqdm.auto import tqdm
+
+    t_start = time.perf_counter()
+    tr, params, spec = _trainer(base_dir, cfg, task_spec, task, mesh, chat_template, dtype, remat)
+    opt_state = tr.fns.optimizer.init(params)
+    if mesh is not None:
+        from catsim.llm.model.sharding import place_on_mesh
+
+        opt_state = place_on_mesh(opt_state, mesh)
+    ref_params = params if needs_reference(cfg) else None
+    settings = {k: v for k, v in cfg.flat().items()
+                if k not in ("steps", "save_every", "snapshot_every", "heldout_every", "heldout_prompts")}
+    fp = rundir.fingerprint({"rl": settings, "base": str(Path(base_dir).resolve()), "task": spec})
+    run = rundir.RunDir(out_dir, state_file=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
+    end, sampling = cfg.steps, tr.sampling
+    with run.locked():
+        if overwrite:
+            run.clear(dirs=("checkpoints", "model"))
+        (params, opt_state), start = run.resume((params, opt_state))
+        run.write_json(CONFIG_FILE, {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec,
+                                     "label": cfg.label(), "fingerprint": fp})
+        history = run.history()  # the safeguards' view of the run so far
+        end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+        bar = tqdm(total=cfg.steps, initial=start, desc=label, file=sys.stderr,
+                   disable=not (progress and run.primary), dynamic_ncols=True)
+        with bar, run.open_log() as log:
+            for step in range(start, end):
+                t0 = time.perf_counter()
+                temperature = cfg.rollout_temperature(step)
+                if temperature != sampling.temperature:  # a new static config: generate recompiles
+                    sampling = dataclasses.replace(sampling, temperature=temperature)
+                c = collect(tr, params, step, sampling)
+                gamma = float(cfg.gamma(step, success_rate=float(np.mean(c.success))))
+                adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success)
+                batch = score(tr, params, ref_params, build_batch(c.groups, adv, c.group_mask))
+                if cfg.any_asym:
+                    batch = asymmetric_batch(batch, c.groups, adv, c.group_mask, cfg, tr.fns, params, tr.put)
+                params, opt_state, means = update(tr, params, opt_state, batch)
+                record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
+                if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
+                    record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
+                history.append(record)
+                record["warnings"] = list(safeguards.step_warnings(history, cfg))
+                for message in record["warnings"] if run.primary else []:
+                    tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                if (step + 1) % cfg.run.save_every == 0 or step + 1 == end:
+                    run.save_state((params, opt_state), step + 1)
+                if cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0:
+                    run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
+                bar.update(1)
+                bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
+                                pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
+                                len=f"{record['response_length']:.1f}")
+        if end == cfg.steps:
+            run.save_model("model", tr.model_cfg, params, tr.tokenizer, extra={rundir.TASK_FILE: spec})
+    barrier(f"catsim-rl-end-{fp}-{end}")
+    return RLResult(str(run.path), end, end == cfg.steps, time.perf_counter() - t_start)
+
+
+def _trainer(base_dir, cfg: RLConfig, task_spec, task, mesh, chat_template, dtype, remat):
+    """(Trainer, params, task spec): the base model, tokenizer, task and jitted functions of a run."""
+    from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.sharding import activation_sharding, shard_params
+    from catsim.llm.model.tokenizer import Tokenizer
+
+    if task is None:
+        spec = task_spec or rundir.read_task_file(base_dir)
+        task = rundir.task_from_spec(spec)
+    else:
+        spec = task_spec or rundir.task_spec(task)
+    model_cfg, params = load_model(base_dir, dtype=dtype)
+    if remat:
+        model_cfg = model_cfg.replace(remat=True)
+    tokenizer = Tokenizer.from_dir(base_dir)
+    if mesh is not None:
+        devices = mesh.devices.size
+        if cfg.rollouts_per_step % devices or cfg.micro_batch % devices:
+            raise CatsimError(f"rollouts per step ({cfg.rollouts_per_step}) and micro-batch "
+                              f"({cfg.micro_batch}) must be divisible by the {devices} devices")
+        if cfg.run.heldout_every and cfg.run.heldout_prompts % devices:
+            raise CatsimError(f"heldout_prompts ({cfg.run.heldout_prompts}) must be divisible by the "
+                              f"{devices} devices")
+        params = shard_params(params, model_cfg, mesh)
+    fns = make_functions(model_cfg, cfg, None if mesh is None else activation_sharding(mesh))
+    stops, pad = stop_and_pad(model_cfg, tokenizer)
+    sampling = SamplingConfig(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
+                              top_p=cfg.rollout.top_p, stop_tokens=stops, pad_token=pad)
+    return (Trainer(cfg, task, model_cfg, tokenizer, fns, sampling, jax.random.key(cfg.run.seed), mesh,
+                    chat_template), params, spec)
+
+
+def read_log(out_dir: str | Path) -> list[dict]:
+    """The per-step records of a run's rl_log.jsonl."""
+    return rundir.read_log(Path(out_dir) / LOG_FILE)

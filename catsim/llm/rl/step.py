@@ -1,0 +1,264 @@
+"""One RL step's pieces: prompts, advantages, the training batch, the policy loss and the jitted
+log-prob / update functions (F-GRPO §5.2–5.3, App. B, L).
+
+Shapes: P groups (prompts) of N rollouts, B = P·N rows (prompt-major), T tokens per row (prompt
+width W + completion length M); per-token arrays are B x (T−1), aligned with the targets
+tokens[:, 1:], so response token j sits at target index W−1+j.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from catsim.errors import CatsimError
+from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.transformer import forward
+from catsim.llm.rl.config import Method, RLConfig, RunConfig
+from catsim.llm.rollout import Groups
+from catsim.llm.scoring import token_logps
+from catsim.objectives import advantages as adv_lib
+from catsim.objectives import asymmetric, focal, losses
+from catsim.objectives.focal import GammaSchedule
+from catsim.objectives.grad_clip import dual_threshold_clip
+
+
+# ----------------------------------------------------------------------------- prompts and groups
+def step_prompt_indices(cfg: RLConfig, step: int, round_: int, n_train: int) -> np.ndarray:
+    """Train-prompt indices of (step, sampling round): a pure function of (seed, step, round)."""
+    count = cfg.rollout.prompts_per_step
+    rng = np.random.default_rng([cfg.run.seed, 0x51, step, round_])
+    if n_train >= count and n_train <= 10 * 1_000_000:
+        if n_train <= 100_000:
+            return rng.choice(n_train, count, replace=False)
+        picks: set[int] = set()
+        while len(picks) < count:
+            picks.add(int(rng.integers(n_train)))
+        return np.asarray(sorted(picks))
+    return rng.integers(0, n_train, size=count)
+
+
+def select_active_groups(active_pool: np.ndarray, num_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """DAPO dynamic sampling with fixed shapes: the first `num_groups` active groups of the pool (in
+    sampling order); if too few are active, inactive ones fill the batch with loss weight 0.
+
+    Returns (chosen pool indices [num_groups], group_mask [num_groups] float32 1/0).
+    """
+    active_pool = np.asarray(active_pool, bool)
+    if active_pool.size < num_groups:
+        raise CatsimError(f"pool of {active_pool.size} groups cannot fill {num_groups}")
+    order = np.concatenate([np.flatnonzero(active_pool), np.flatnonzero(~active_pool)])
+    chosen = order[:num_groups]
+    return chosen, active_pool[chosen].astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- advantages
+def rewards_of(scores_PxN, cfg: RLConfig) -> jax.Array:
+    """Rewards R = Rw + s·(Rc − Rw) of verifier scores s in [0, 1]."""
+    rc, rw = cfg.objective.reward_correct, cfg.objective.reward_wrong
+    return rw + jnp.asarray(scores_PxN, jnp.float32) * (rc - rw)
+
+
+def success_rates(scores_PxN, cfg: RLConfig) -> np.ndarray:
+    """μ̂ = (R̄ − Rw)/(Rc − Rw) of each group ([P] float32), `objectives.advantages.success_rate`."""
+    o = cfg.objective
+    rate = functools.partial(adv_lib.success_rate, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
+    return np.asarray(jax.vmap(rate)(rewards_of(scores_PxN, cfg)), np.float32)
+
+
+def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None):
+    """Per-rollout advantages of P groups, from the shared objectives code.
+
+    Args:
+      scores_PxN: verifier scores in [0, 1]; rewards are R = Rw + s·(Rc − Rw).
+      cfg: the run's settings (method → GRPO or Dr.GRPO advantage, Rc, Rw, ε, batch renorm).
+      gamma: γ of this step (focal weight g = (1 − μ̂)^γ per group).
+      group_mask_P: 1 for groups that carry loss (dynamic sampling drops the others); default all.
+      success_rate_P: μ̂ of each group if already known (`success_rates`); computed otherwise.
+
+    Returns:
+      (adv_PxN, success_rate_P, g_P) as float32 numpy arrays; adv is 0 for masked groups.
+    """
+    scores = jnp.asarray(scores_PxN, jnp.float32)
+    if scores.ndim != 2:
+        raise CatsimError(f"scores must be P x N, got shape {scores.shape}")
+    mask = (jnp.ones(scores.shape[0], jnp.float32) if group_mask_P is None
+            else jnp.asarray(group_mask_P, jnp.float32))
+    mu = jnp.asarray(success_rates(scores, cfg) if success_rate_P is None else success_rate_P)
+    kind = cfg.method_spec().advantage
+    rewards = rewards_of(scores, cfg)
+    if kind == "grpo":
+        base = jax.vmap(functools.partial(adv_lib.grpo, eps=cfg.objective.adv_eps))(rewards)
+    else:
+        base = jax.vmap(adv_lib.ADVANTAGES[kind])(rewards)
+    g = focal.focal_weight(mu, float(gamma))
+    adv = g[:, None] * base * mask[:, None]
+    if cfg.objective.batch_renorm:
+        adv = adv_lib.batch_renormalise(adv, jnp.broadcast_to(mask[:, None], adv.shape))
+    return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
+
+
+# ----------------------------------------------------------------------------- the batch
+def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -> dict[str, np.ndarray]:
+    """Training arrays (rows prompt-major): tokens/real B x T, and B x (T−1) loss_mask and adv aligned
+    with the predicted tokens (prompt width W: response token j sits at target index W−1+j)."""
+    n = adv_PxN.shape[1]
+    tokens = np.concatenate([groups.prompt_tokens, groups.tokens], axis=1).astype(np.int32)
+    real = np.concatenate([groups.prompt_mask, groups.mask], axis=1)
+    w = groups.prompt_tokens.shape[1]
+    resp = np.zeros((tokens.shape[0], tokens.shape[1] - 1), np.float32)
+    resp[:, w - 1:] = groups.mask
+    row_weight = np.repeat(group_mask_P.astype(np.float32), n)
+    loss_mask = resp * row_weight[:, None]
+    adv = adv_PxN.reshape(-1)[:, None] * resp
+    return {"tokens": tokens, "real": real, "loss_mask": loss_mask, "adv": adv.astype(np.float32)}
+
+
+# ----------------------------------------------------------------------------- the loss
+def policy_loss(logp, old_logp, adv, loss_mask, spec: Method, cfg: RLConfig, entropy=None, ref_logp=None):
+    """The method's aggregated loss and its metrics from per-token arrays B x T'.
+
+    `loss_mask` is 1 on response tokens of kept groups; `adv` is each token's sequence advantage.
+    """
+    o = cfg.objective
+    surrogate = losses.SURROGATES[spec.surrogate]
+    per_token = surrogate(logp, old_logp, adv, clip_low=spec.clip_low, clip_high=spec.clip_high)
+    metrics = {}
+    if ref_logp is not None:
+        kl_fn = losses.kl_k3 if o.kl_estimator == "k3" else losses.kl_k1
+        if o.kl_coef > 0:
+            per_token = per_token + o.kl_coef * kl_fn(logp, ref_logp)
+        metrics["kl"] = losses.token_mean(losses.kl_k3(logp, ref_logp), loss_mask)
+    if entropy is not None:
+        if o.entropy_coef > 0:
+            per_token = per_token - o.entropy_coef * entropy
+        metrics["entropy"] = losses.token_mean(entropy, loss_mask)
+    if spec.aggregation == "token_mean":
+        loss = losses.token_mean(per_token, loss_mask)
+    else:
+        loss = losses.token_sum_constant(per_token, loss_mask, cfg.rollout.max_new_tokens)
+    if spec.surrogate == "cispo":
+        low = losses.cispo_clip_fraction(logp, old_logp, clip_low=spec.clip_low, clip_high=spec.clip_high)
+        high = jnp.zeros_like(low)
+    else:
+        low, high = losses.ppo_clip_fractions(logp, old_logp, adv, clip_low=spec.clip_low,
+                                              clip_high=spec.clip_high)
+    metrics["clip_low_frac"] = losses.token_mean(low, loss_mask)
+    metrics["clip_high_frac"] = losses.token_mean(high, loss_mask)
+    metrics["loss"] = loss
+    return loss, metrics
+
+
+def make_optimizer(cfg: RLConfig) -> optax.GradientTransformation:
+    """clip_by_global_norm(grad_clip) then AdamW(0.9, 0.999, wd); lr warm-up counted in RL steps."""
+    per_step, opt = cfg.updates_per_step, cfg.optimizer
+    peak, warm = cfg.peak_lr, opt.warmup_steps
+
+    def schedule(count):
+        rl_step = count // per_step
+        return peak * jnp.minimum(1.0, (rl_step + 1) / max(warm, 1)) if warm else peak
+
+    clip = (dual_threshold_clip(opt.grad_clip, opt.dual_clip_lower, opt.dual_clip_amplification)
+            if cfg.use("dual_clip") else optax.clip_by_global_norm(opt.grad_clip))
+    return optax.chain(clip, optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=opt.weight_decay))
+
+
+def lr_at(cfg: RLConfig, step: int) -> float:
+    """Learning rate of RL step `step` (0-based), as `make_optimizer` applies it."""
+    warm = cfg.optimizer.warmup_steps
+    return cfg.peak_lr if not warm else cfg.peak_lr * min(1.0, (step + 1) / warm)
+
+
+# ----------------------------------------------------------------------------- jitted functions
+class Functions(NamedTuple):
+    """The jitted pieces of an RL step (see `make_functions`)."""
+
+    logp: Any  # (params, tokens_BxT, real_BxT) -> (logp, entropy), B x (T−1)
+    update: Any  # (params, opt_state, batch) -> (params, opt_state, metrics)
+    grads: Any  # (params, batch) -> (grads, metrics): the mini-batch gradient, micro-batched or not
+    optimizer: Any  # the optax transformation `update` applies
+    confidence: Any = None  # (params, tokens_BxT, real_BxT) -> B x (T−1) confidence weights
+
+
+def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=None) -> Functions:
+    """Jitted step functions, cached per (model, loss-relevant settings, sharding) so
+    runs in one process (resume, sweeps, tests) compile once.
+
+    logp_fn(params, tokens_BxT, real_BxT) -> (logp, entropy)  B x (T−1)
+    update_fn(params, opt_state, batch) -> (params, opt_state, metrics); batch holds tokens, real,
+    loss_mask, adv, old_logp and (optionally) ref_logp.
+    """
+    # settings that only steer the host loop (γ enters through the advantages) share one compilation;
+    # so do group sizes with the same rollouts per step (the compiled code sees rows, not groups)
+    neutral = dataclasses.replace(
+        cfg, gamma=GammaSchedule(), run=RunConfig(),
+        rollout=dataclasses.replace(cfg.rollout, prompts_per_step=cfg.rollouts_per_step, group_size=1,
+                                    batch_size=0),
+        objective=dataclasses.replace(cfg.objective, max_sampling_rounds=1,
+                                      dynamic_sampling=cfg.method_spec().dynamic_sampling))
+    return _make_functions(model_cfg, neutral, activation_sharding)
+
+
+@functools.lru_cache(maxsize=16)
+def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=None):
+    optimizer = make_optimizer(cfg)
+    spec = cfg.method_spec()
+
+    @jax.jit
+    def logp_fn(params, tokens, real):
+        return token_logps(params, model_cfg, tokens, real, activation_sharding)
+
+    def loss_fn(params, batch):
+        logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding)
+        return policy_loss(logp, batch["old_logp"], batch["adv"], batch["loss_mask"], spec, cfg,
+                           entropy=ent, ref_logp=batch.get("ref_logp"))
+
+    n_micro = cfg.mini_batch // cfg.micro_batch if cfg.optimizer.micro_batch_size else 1
+
+    def grads_and_metrics(params, batch):
+        if n_micro == 1:
+            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+            return grads, metrics
+        # gradient accumulation: each micro-batch's loss is re-weighted so the sum is exactly the
+        # mini-batch loss (token counts for token-mean, rows for the Dr.GRPO constant normaliser)
+        micro = jax.tree.map(lambda a: a.reshape(n_micro, a.shape[0] // n_micro, *a.shape[1:]), batch)
+        counts = jnp.sum(micro["loss_mask"], axis=(1, 2))
+        token_w = counts / jnp.maximum(jnp.sum(counts), 1e-30)
+        loss_w = token_w if spec.aggregation == "token_mean" else jnp.full((n_micro,), 1.0 / n_micro)
+
+        def weighted(params, mb, lw, tw):
+            loss, metrics = loss_fn(params, mb)
+            return loss * lw, jax.tree.map(lambda m: m * tw, metrics)
+
+        def body(acc, xs):
+            mb, lw, tw = xs
+            (_, metrics), grads = jax.value_and_grad(weighted, has_aux=True)(params, mb, lw, tw)
+            metrics["loss"] = metrics["loss"] * lw / jnp.where(tw > 0, tw, 1.0)
+            return jax.tree.map(jnp.add, acc, (grads, metrics)), None
+
+        first = jax.tree.map(lambda a: a[0], micro)
+        shapes = jax.eval_shape(lambda: weighted(params, first, 1.0, 1.0)[1])
+        zeros = (jax.tree.map(jnp.zeros_like, params), jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), shapes))
+        (grads, metrics), _ = jax.lax.scan(body, zeros, (micro, loss_w, token_w))
+        return grads, metrics
+
+    @jax.jit
+    def update_fn(params, opt_state, batch):
+        grads, metrics = grads_and_metrics(params, batch)
+        metrics["grad_norm"] = optax.tree.norm(grads)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, metrics
+
+    @jax.jit
+    def confidence_fn(params, tokens, real):  # asym-GRPO §2.1, from the full next-token logits
+        logits = forward(params, model_cfg, tokens, mask_BxT=real,
+                         activation_sharding=activation_sharding)[:, :-1].astype(jnp.float32)
+        return asymmetric.confidence_weight(logits, baseline=cfg.asym.baseline, kl_direction=cfg.asym.kl_direction)
+
+    return Functions(logp_fn, update_fn, jax.jit(grads_and_metrics), optimizer, confidence_fn)

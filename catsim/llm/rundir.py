@@ -1,0 +1,274 @@
+"""The run directory of a training run (`catsim llm sft`, `catsim llm rl`): one lifecycle for both.
+
+    run = RunDir(out, state_file=..., log_file=..., fingerprint=fp, what="RL run")
+    with run.locked():                    # a second run on the same directory stops with one line
+        run.clear(...) if overwrite       # start afresh
+        tree, start = run.resume(template)    # the saved state (step 0: template), log cut back
+        run.write_json(CONFIG_FILE, {...})
+        with run.open_log() as log: ...   # append one JSON line per step
+        run.save_state(tree, step)        # atomic; every `save_every` steps
+        run.save_model("model", cfg, params, tokenizer)
+
+The training state is any pytree of arrays, written as one safetensors file (`leaf_00000`, ...) with
+the step, the settings fingerprint and the leaf count in its metadata. Every file is written to a
+temporary name and renamed into place (the state also fsync'ed first), so a kill mid-write leaves
+the previous version; the step log is cut back to the saved step on resume, so a killed run loses
+at most the steps after its last save. Multi-process runs: every process takes part in the gathers,
+process 0 alone writes (and holds the lock), the others wait at barriers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.llm.model.sharding import barrier, is_primary, to_host
+
+TASK_FILE = "catsim_task.json"  # {task, config, data_seed} next to a model: how to rebuild its task
+LOCK_FILE = ".catsim.lock"
+
+
+# ----------------------------------------------------------------------------- small atomic writers
+def write_text(path: Path, text: str, *, sync: bool = False) -> None:
+    """Write `text` to a temporary file next to `path`, then rename it into place."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as fh:
+        fh.write(text)
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
+
+
+def fingerprint(settings: Any) -> str:
+    """Short hash of the settings that change a run's trajectory (JSON, keys sorted)."""
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- the task file
+def task_spec(task, data_seed: int | None = None) -> dict:
+    """{task, config[, data_seed]} of a task object (the task file's content)."""
+    config = getattr(task, "config", None)
+    options = (json.loads(json.dumps(dataclasses.asdict(config), default=str))
+               if config is not None and dataclasses.is_dataclass(config) else {})
+    spec = {"task": task.name, "config": options}
+    if data_seed is not None:
+        spec["data_seed"] = int(data_seed)
+    return spec
+
+
+def read_task_file(model_dir: str | Path) -> dict:
+    """The task file a warm-up (catsim llm sft) or an RL run writes next to its model."""
+    path = Path(model_dir) / TASK_FILE
+    if not path.is_file():
+        raise CatsimError(f"{model_dir}: no {TASK_FILE}; pass the task explicitly (--task ...)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise CatsimError(f"{path}: not valid JSON ({err.msg})") from None
+
+
+def task_from_spec(spec: dict):
+    from catsim.llm.tasks import make_task
+
+    return make_task(spec["task"], **spec.get("config", {}))
+
+
+def task_for_model(model_dir, name: str | None, overrides: dict, data_seed: int | None = None):
+    """(task, data_seed) for a model directory: its task file's settings are the defaults, so
+    `--task maze` on a 7×7 model samples 7×7 mazes; `overrides` (config fields) and `data_seed`
+    replace them; `name=None` means the recorded task."""
+    recorded = read_task_file(model_dir) if (Path(model_dir) / TASK_FILE).is_file() else {}
+    if name is None:
+        name = recorded.get("task")
+        if name is None:
+            raise CatsimError(f"{model_dir} records no task ({TASK_FILE}); give --task")
+    options = dict(recorded.get("config", {})) if recorded.get("task") == name else {}
+    options.update(overrides)
+    seed = data_seed if data_seed is not None else int(recorded.get("data_seed", 0))
+    return task_from_spec({"task": name, "config": options}), seed
+
+
+# ----------------------------------------------------------------------------- training state
+def save_tree(path: Path, tree: Any, step: int, fingerprint: str) -> None:
+    """Write `tree` atomically (temp file, fsync, rename) with its step and settings fingerprint.
+
+    Multi-process runs: every process must call this (the sharded arrays are gathered across
+    processes); only process 0 writes, then all wait for the file, so a resume reads it whole.
+    """
+    from safetensors.numpy import save_file
+
+    leaves = jax.tree.leaves(to_host(tree))
+    if not is_primary():
+        barrier(f"catsim-save-{path.name}-{step}")
+        return
+    tensors = {f"leaf_{i:05d}": np.array(x, order="C") for i, x in enumerate(leaves)}
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(tensors, str(tmp), metadata={"step": str(int(step)), "fingerprint": fingerprint,
+                                           "leaves": str(len(leaves))})
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    barrier(f"catsim-save-{path.name}-{step}")
+
+
+def load_tree(path: Path, template: Any, fingerprint: str, *, what: str = "run") -> tuple[Any, int]:
+    """Read `save_tree`'s file into the structure, dtypes and shardings of `template`.
+
+    Raises CatsimError if the file was written with other settings (fingerprint), for another
+    model (leaf count) or has a tensor of the wrong shape or dtype. Returns (tree, step).
+    """
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="numpy") as fh:
+        meta = fh.metadata() or {}
+        if meta.get("fingerprint") != fingerprint:
+            raise CatsimError(f"{path.parent} holds a {what} with different settings; use another "
+                              "--out directory or --overwrite to start afresh")
+        leaves, treedef = jax.tree.flatten(template)
+        if int(meta.get("leaves", -1)) != len(leaves):
+            raise CatsimError(f"{path}: training state does not match this model")
+        loaded = []
+        for i, ref in enumerate(leaves):
+            array = fh.get_tensor(f"leaf_{i:05d}")
+            if array.size != np.size(ref) or array.dtype != np.asarray(ref).dtype:
+                raise CatsimError(f"{path}: training state tensor {i} has the wrong shape or dtype")
+            array = array.reshape(np.shape(ref))  # safetensors may store 0-d arrays as [1]
+            loaded.append(jax.device_put(array, getattr(ref, "sharding", None)))
+    return jax.tree.unflatten(treedef, loaded), int(meta["step"])
+
+
+def truncate_log(path: Path, step: int) -> None:
+    """Drop JSONL log lines of steps after `step` (they belong to a state that was never saved)."""
+    if not path.exists():
+        return
+    keep = []
+    for line in path.read_text().splitlines():
+        try:
+            if json.loads(line)["step"] <= step:
+                keep.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut by a kill
+    write_text(path, "".join(line + "\n" for line in keep))
+
+
+def read_log(path: Path) -> list[dict]:
+    """The records of a JSONL step log."""
+    if not Path(path).is_file():
+        raise CatsimError(f"{Path(path).parent}: no {Path(path).name}")
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def save_model_files(directory: Path, model_cfg, params, tokenizer, extra: dict[str, Any] | None = None) -> None:
+    """A Hugging Face model directory (plus `extra` JSON files, e.g. the task file), written into a
+    temporary directory and renamed into place file by file. Multi-process: every process takes
+    part in the gather, process 0 writes."""
+    from catsim.llm.model.checkpoint import save_model
+
+    host = to_host(params)
+    if not is_primary():
+        return
+    directory = Path(directory)
+    tmp = directory.with_name(f".{directory.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(tmp, model_cfg, host, tokenizer)
+    for name, obj in (extra or {}).items():
+        (tmp / name).write_text(json.dumps(obj, indent=2, default=str) + "\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    for stale in list(directory.glob("model*.safetensors")) + [directory / "model.safetensors.index.json"]:
+        if not (tmp / stale.name).exists():
+            stale.unlink(missing_ok=True)
+    for f in sorted(tmp.iterdir()):
+        os.replace(f, directory / f.name)
+    tmp.rmdir()
+
+
+# ----------------------------------------------------------------------------- the directory
+class RunDir:
+    """One run's output directory: lock, overwrite, resume, config, log, state and model files."""
+
+    def __init__(self, path: str | Path, *, state_file: str, log_file: str, fingerprint: str,
+                 what: str = "run"):
+        self.path = Path(path)
+        self.state_path = self.path / state_file
+        self.log_path = self.path / log_file
+        self.fingerprint = fingerprint
+        self.what = what
+        self.primary = is_primary()  # multi-process: only process 0 writes files
+
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold an exclusive lock on the directory (process 0 only) for the run's duration."""
+        import fcntl
+
+        self.path.mkdir(parents=True, exist_ok=True)
+        if not self.primary:
+            yield self
+            return
+        fh = open(self.path / LOCK_FILE, "w")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            fh.close()
+            raise CatsimError(f"{self.path} is in use by another run (wait for it, or use another --out)") from None
+        try:
+            yield self
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+            fh.close()
+
+    def clear(self, files=(), dirs=()) -> None:
+        """--overwrite: remove the state, the log and the named files and directories."""
+        if self.primary:
+            for name in (self.state_path.name, self.log_path.name, *files):
+                (self.path / name).unlink(missing_ok=True)
+            for name in dirs:
+                shutil.rmtree(self.path / name, ignore_errors=True)
+        barrier(f"catsim-clear-{self.fingerprint}")
+
+    def resume(self, template: Any) -> tuple[Any, int]:
+        """(state, step): the saved state read into `template`'s structure, or (template, 0); the
+        log is cut back to that step (every process then reads the same log)."""
+        tree, start = template, 0
+        if self.state_path.exists():
+            tree, start = load_tree(self.state_path, template, self.fingerprint, what=self.what)
+        if self.primary:
+            truncate_log(self.log_path, start)
+        barrier(f"catsim-resume-{self.fingerprint}")
+        return tree, start
+
+    def history(self) -> list[dict]:
+        """The log records so far (after `resume`)."""
+        return read_log(self.log_path) if self.log_path.is_file() else []
+
+    def write_json(self, name: str, obj: Any) -> None:
+        if self.primary:
+            write_json(self.path / name, obj)
+
+    def open_log(self):
+        """The step log, opened for appending (a sink on processes other than 0)."""
+        return self.log_path.open("a") if self.primary else open(os.devnull, "w")
+
+    def save_state(self, tree: Any, step: int) -> None:
+        save_tree(self.state_path, tree, step, self.fingerprint)
+
+    def save_model(self, name: str, model_cfg, params, tokenizer, extra: dict[str, Any] | None = None) -> Path:
+        """A Hugging Face model directory `name` inside the run ("" = the run directory itself)."""
+        directory = self.path / name if name else self.path
+        save_model_files(directory, model_cfg, params, tokenizer, extra)
+        return directory
