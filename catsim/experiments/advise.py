@@ -37,9 +37,9 @@ def sample_answers(model_dir, *, task=None, split: str = "train", n_prompts: int
     """Sample `n` completions of the first `n_prompts` prompts of `split`: (labels [P, n],
     correct [P, n] bool, prompts, task)."""
     from catsim.llm.evaluate import eval_prompts, load_policy, sample
-    from catsim.llm.rl import load_task_spec, task_from_spec
+    from catsim.llm.rundir import read_task_file, task_from_spec
 
-    spec = load_task_spec(model_dir)
+    spec = read_task_file(model_dir)
     task = task or task_from_spec(spec)
     seed_of_split = spec.get("data_seed", 0) if data_seed is None else data_seed
     prompts = eval_prompts(task, split, seed_of_split, n_prompts)

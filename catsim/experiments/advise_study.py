@@ -82,17 +82,18 @@ def _rl_config(sc: StudyConfig, n: int, seed: int, max_new: int):
 
     prompts = max(1, sc.rollouts_per_step // n)
     rollouts = prompts * n
-    return RLConfig(method="grpo", group_size=n, steps=sc.rl_steps, prompts_per_step=prompts,
-                    mini_batch_size=rollouts // 2 if rollouts % 2 == 0 else 0,
-                    learning_rate=sc.learning_rate, max_new_tokens=max_new, seed=seed, data_seed=sc.data_seed)
+    return RLConfig.from_flat(method="grpo", group_size=n, steps=sc.rl_steps, prompts_per_step=prompts,
+                              mini_batch_size=rollouts // 2 if rollouts % 2 == 0 else 0,
+                              learning_rate=sc.learning_rate, max_new_tokens=max_new, seed=seed,
+                              data_seed=sc.data_seed)
 
 
 def _visits(cfg, n_train: int) -> np.ndarray:
     """How often RL drew each train prompt (the draw is a pure function of seed and step)."""
-    from catsim.llm.rl import step_prompt_indices
+    from catsim.llm.rl.step import step_prompt_indices
 
     counts = np.zeros(n_train, np.int64)
-    for step in range(cfg.steps):
+    for step in range(cfg.run.steps):
         np.add.at(counts, step_prompt_indices(cfg, step, 0, n_train), 1)
     return counts
 
