@@ -1,0 +1,1 @@
+"""Experiments: runs that combine the library layers, and checks of their results."""
