@@ -282,3 +282,37 @@ def test_collect_and_differences(tmp_path):
     assert provenance.differences(None, record) == ["provenance not recorded"]
     assert provenance.git_commit(tmp_path) is None
     assert provenance.stamp({"a": 1})["a"] == 1
+
+
+def test_full_run_reads_the_published_files_and_write_publishes_this_run(tmp_path):
+    pub, runs = tmp_path / "pub", tmp_path / "runs"
+    pub.mkdir()
+    (pub / "fig2_paper_table.txt").write_text(TABLE_4)
+    (runs / "sim-full").mkdir(parents=True)
+    rerun = TABLE_4.replace("0.63241 ± 0.00004", "0.63300 ± 0.00004")  # 0.00059 off: 15 sd
+    (runs / "sim-full" / "fig2_table.txt").write_text(rerun)
+    lines = []
+    assert reproduction.check_reproduction(runs, quick=False, steps=["sim"], strict=True, pub=pub,
+                                           write=True, log=lines.append) == 1
+    assert any("sim published on another set-up (provenance not recorded)" in ln for ln in lines)
+    assert any(ln.startswith("3 of 4 published numbers agree") for ln in lines)
+    assert (pub / "fig2_paper_table.txt").read_text() == rerun  # published now
+    sidecar = json.loads((pub / "fig2_paper_table_provenance.json").read_text())
+    assert sidecar == {**provenance.collect(), "git_commit": sidecar["git_commit"]}
+    lines.clear()
+    assert reproduction.check_reproduction(runs, quick=False, steps=["sim"], strict=True, pub=pub,
+                                           log=lines.append) == 0
+    assert lines[-1] == "4 of 4 published numbers agree within tolerance (4 identical to the published digits)"
+
+
+def test_quick_write_takes_the_spread_from_the_published_full_table(tmp_path):
+    pub, runs = tmp_path / "pub", tmp_path / "runs"
+    pub.mkdir()
+    (pub / "fig2_paper_table.txt").write_text(TABLE_4)
+    (runs / "sim-quick").mkdir(parents=True)
+    (runs / "sim-quick" / "fig2_table.txt").write_text(TABLE_1)
+    reproduction.check_reproduction(runs, quick=True, steps=["sim"], pub=pub, write=True,
+                                    log=lambda _: None)
+    ref = agreement.load_reference(pub / reproduction.QUICK_REFERENCE)["sim"]
+    assert ref == src.fig2_published(TABLE_1, spread_from=TABLE_4)
+    assert ref["Fig. 2 N=256 Qpos γ=0"].basis.startswith("t(3)")

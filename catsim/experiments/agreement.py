@@ -206,13 +206,14 @@ def _reference_steps(path: Path) -> dict[str, dict]:
     return steps
 
 
-def write_reference(path: Path, steps: Mapping[str, Mapping[str, Published]], what: str) -> None:
-    """Write (merge into) a reference file: the given steps replace theirs, with a record of what
-    produced them (`provenance.collect()`); steps not given are kept as they were."""
+def write_reference(path: Path, steps: Mapping[str, Mapping[str, Published]], what: str,
+                    record: Mapping | None = None) -> None:
+    """Write (merge into) a reference file: the given steps replace theirs, with `record`, what
+    produced them (default `provenance.collect()`); steps not given are kept as they were."""
     from catsim.experiments import provenance
 
     path = Path(path)
-    record = provenance.collect()
+    record = provenance.collect() if record is None else dict(record)
     blocks = _reference_steps(path) if path.exists() else {}
     for step, quantities in steps.items():
         blocks[step] = {"provenance": record,
