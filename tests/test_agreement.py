@@ -201,11 +201,16 @@ def _setup(tmp_path, now_table: str):
     return pub, runs
 
 
+def _check(pub, runs, steps, quick=True, **kw):
+    lines = []
+    published = reproduction.load_published(quick, steps, pub=pub)
+    code = reproduction.check_reproduction(published, runs, steps, log=lines.append, **kw)
+    return code, lines
+
+
 def test_check_reproduction_agreeing(tmp_path):
     pub, runs = _setup(tmp_path, TABLE_1.replace("0.99460", "0.99470"))
-    lines = []
-    code = reproduction.check_reproduction(runs, quick=True, steps=["sim"], strict=True, pub=pub,
-                                           log=lines.append)
+    code, lines = _check(pub, runs, ["sim"], strict=True)
     assert code == 0
     assert lines[-1] == "4 of 4 published numbers agree within tolerance (3 identical to the published digits)"
 
@@ -214,17 +219,31 @@ def test_check_reproduction_disagreeing_and_missing(tmp_path):
     table = TABLE_1.replace("0.99460", "0.90000")
     table = "\n".join(ln for ln in table.splitlines() if not ln.lstrip().startswith("256"))
     pub, runs = _setup(tmp_path, table)
-    lines = []
-    assert reproduction.check_reproduction(runs, quick=True, steps=["sim"], pub=pub, log=lines.append) == 0
-    assert lines[-1].startswith("1 of 4 published numbers agree within tolerance")
-    assert reproduction.check_reproduction(runs, quick=True, steps=["sim"], strict=True, pub=pub,
-                                           log=lines.append) == 1
-    text = "\n".join(lines)
-    assert re.search(r"Fig. 2 N=256 Qpos γ=0\s+0.99284\s+missing", text)
+    code, lines = _check(pub, runs, ["sim"])
+    assert code == 0 and lines[-1].startswith("1 of 4 published numbers agree within tolerance")
+    code, lines = _check(pub, runs, ["sim"], strict=True)
+    assert code == 1
+    assert re.search(r"Fig. 2 N=256 Qpos γ=0\s+0.99284\s+missing", "\n".join(lines))
     # a step that did not run is not compared; nothing compared is a failure under --strict
-    assert reproduction.check_reproduction(runs, quick=True, steps=[], strict=True, pub=pub,
-                                           log=lines.append) == 1
+    published = reproduction.load_published(True, ["sim"], pub=pub)
+    lines = []
+    assert reproduction.check_reproduction(published, runs, [], strict=True, log=lines.append) == 1
     assert lines[-1].startswith("0 of 0 published numbers")
+    # the run's output file is gone altogether: every number is missing
+    (runs / "sim-quick" / "fig2_table.txt").unlink()
+    code, lines = _check(pub, runs, ["sim"], strict=True)
+    assert code == 1 and lines[-1].startswith("0 of 4 published numbers")
+    assert any(ln.startswith("note: sim:") and "not found" in ln for ln in lines)
+
+
+def test_published_numbers_are_read_before_the_run(tmp_path):
+    pub, runs = _setup(tmp_path, TABLE_1)
+    published = reproduction.load_published(True, ["sim"], pub=pub)
+    (pub / reproduction.QUICK_REFERENCE).write_text("{}")  # a step overwrites figures/ meanwhile
+    lines = []
+    assert reproduction.check_reproduction(published, runs, ["sim"], strict=True, log=lines.append) == 0
+    with pytest.raises(CatsimError, match="not a catsim reference file"):
+        reproduction.load_published(True, ["sim"], pub=pub)
 
 
 def _cli(tmp_path, *extra):
@@ -291,17 +310,15 @@ def test_full_run_reads_the_published_files_and_write_publishes_this_run(tmp_pat
     (runs / "sim-full").mkdir(parents=True)
     rerun = TABLE_4.replace("0.63241 ± 0.00004", "0.63300 ± 0.00004")  # 0.00059 off: 15 sd
     (runs / "sim-full" / "fig2_table.txt").write_text(rerun)
-    lines = []
-    assert reproduction.check_reproduction(runs, quick=False, steps=["sim"], strict=True, pub=pub,
-                                           write=True, log=lines.append) == 1
+    code, lines = _check(pub, runs, ["sim"], quick=False, strict=True, write=True)
+    assert code == 1
     assert any("sim published on another set-up (provenance not recorded)" in ln for ln in lines)
     assert any(ln.startswith("3 of 4 published numbers agree") for ln in lines)
     assert (pub / "fig2_paper_table.txt").read_text() == rerun  # published now
     sidecar = json.loads((pub / "fig2_paper_table_provenance.json").read_text())
     assert sidecar == {**provenance.collect(), "git_commit": sidecar["git_commit"]}
-    lines.clear()
-    assert reproduction.check_reproduction(runs, quick=False, steps=["sim"], strict=True, pub=pub,
-                                           log=lines.append) == 0
+    code, lines = _check(pub, runs, ["sim"], quick=False, strict=True)
+    assert code == 0
     assert lines[-1] == "4 of 4 published numbers agree within tolerance (4 identical to the published digits)"
 
 
@@ -311,8 +328,7 @@ def test_quick_write_takes_the_spread_from_the_published_full_table(tmp_path):
     (pub / "fig2_paper_table.txt").write_text(TABLE_4)
     (runs / "sim-quick").mkdir(parents=True)
     (runs / "sim-quick" / "fig2_table.txt").write_text(TABLE_1)
-    reproduction.check_reproduction(runs, quick=True, steps=["sim"], pub=pub, write=True,
-                                    log=lambda _: None)
+    _check(pub, runs, ["sim"], write=True)
     ref = agreement.load_reference(pub / reproduction.QUICK_REFERENCE)["sim"]
     assert ref == src.fig2_published(TABLE_1, spread_from=TABLE_4)
     assert ref["Fig. 2 N=256 Qpos γ=0"].basis.startswith("t(3)")

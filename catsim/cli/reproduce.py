@@ -104,8 +104,8 @@ STEP_FUNCS = {"lemma": _lemma, "mass": _mass, "verify": _verify, "sim": _sim, "l
 def run(args: argparse.Namespace) -> int:
     skip = _skipped(args.skip)
     figures, runs = Path(args.figures), Path(args.runs)
-    if args.write_references and reproduction.published_dir() is None:
-        raise CatsimError("--write-references needs a source checkout (figures/ next to catsim/)")
+    steps = [step for step in STEPS if step not in skip]
+    published = reproduction.load_published(args.quick, steps, writing=args.write_references)
     figures.mkdir(parents=True, exist_ok=True)
     failed: list[str] = []
     for step in STEPS:
@@ -117,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"== {step}: {'done' if ok else 'FAILED'} in {time.perf_counter() - start:.1f} s", flush=True)
         if not ok:
             failed.append(step)
-    ran = [step for step in STEPS if step not in skip and step not in failed]
-    disagree = reproduction.check_reproduction(runs, quick=args.quick, steps=ran, strict=args.strict,
+    ran = [step for step in steps if step not in failed]
+    disagree = reproduction.check_reproduction(published, runs, ran, strict=args.strict,
                                                write=args.write_references)
     if failed:
         print(f"catsim reproduce: failed steps: {', '.join(failed)}")

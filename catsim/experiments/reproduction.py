@@ -1,17 +1,19 @@
 """After `catsim reproduce`: compare what it regenerated with the published numbers.
 
-`check_reproduction` reads the published numbers (figures/reference/*.json, and in a full run the
-published Fig. 2 table and LLM results), reads or recomputes the regenerated ones, prints the
-agreement table (`catsim.experiments.agreement`) with its summary line, and with
---write-references makes this run the published one. What produced each published step is
-recorded with it (`catsim.experiments.provenance`).
+`load_published` reads the published numbers before the run (figures/reference/*.json, and in a
+full run the published Fig. 2 table and LLM results); after it, `check_reproduction` reads or
+recomputes the regenerated ones, prints the agreement table (`catsim.experiments.agreement`) with
+its summary line, and with --write-references makes this run the published one. What produced
+each published step is recorded with it (`catsim.experiments.provenance`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+from catsim.errors import CatsimError
 from catsim.experiments.agreement import (
     Published,
     compare,
@@ -44,28 +46,54 @@ def published_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-def published_numbers(pub: Path, quick: bool, steps: Iterable[str]
-                      ) -> tuple[dict[str, dict[str, Published]], list[str]]:
-    """({step: {quantity: Published}}, notes on steps without published numbers)."""
+@dataclass(frozen=True)
+class PublishedNumbers:
+    """The published numbers a reproduction is checked against, read before it runs (so that a
+    step writing into figures/ cannot change them, and a malformed file stops it before any work).
+    """
+
+    pub: Path | None  # the published figures/ directory (None: not a source checkout)
+    quick: bool  # `catsim reproduce --quick` (quick references) or the full run
+    numbers: dict[str, dict[str, Published]]  # {step: {quantity: Published}}
+    records: dict[str, dict | None]  # {step: provenance record of the published numbers}
+    notes: list[str]  # steps without published numbers
+
+
+def load_published(quick: bool, steps: Iterable[str], *, pub: Path | None = None,
+                   writing: bool = False) -> PublishedNumbers:
+    """Read the published numbers of `steps` from `pub` (default `published_dir()`); with
+    `writing` (--write-references) a missing published directory is an error."""
     from catsim.experiments import published as src
 
-    steps = list(steps)
-    out: dict[str, dict[str, Published]] = {}
-    notes = []
+    pub = published_dir() if pub is None else Path(pub)
+    if pub is None:
+        if writing:
+            raise CatsimError("--write-references needs a source checkout (figures/ next to catsim/)")
+        return PublishedNumbers(None, quick, {}, {}, [])
     refs: dict[str, dict[str, Published]] = {}
+    records: dict[str, dict | None] = {}
     for ref in (THEORY_REFERENCE, QUICK_REFERENCE if quick else None):
         if ref is not None and (pub / ref).exists():
             refs.update(load_reference(pub / ref))
+            records.update(reference_provenance(pub / ref))
+    numbers: dict[str, dict[str, Published]] = {}
+    notes = []
     for step in steps:
+        path = pub / PUBLISHED_FULL.get(step, "-")
         if step in refs and (step in THEORY_STEPS or quick):
-            out[step] = refs[step]
-        elif step in PUBLISHED_FULL and not quick and (pub / PUBLISHED_FULL[step]).exists():
-            path = pub / PUBLISHED_FULL[step]
-            out[step] = (src.fig2_published(path.read_text()) if step == "sim"
-                         else src.llm_published(read_json(path)))
+            numbers[step] = refs[step]
+        elif step in PUBLISHED_FULL and not quick and path.exists():
+            if step == "sim":
+                numbers[step] = src.fig2_published(path.read_text())
+                sidecar = path.with_name(path.stem + "_provenance.json")
+                records[step] = read_json(sidecar) if sidecar.exists() else None
+            else:
+                results = read_json(path)
+                numbers[step] = src.llm_published(results)
+                records[step] = results.get("provenance")
         elif step in THEORY_STEPS or step in RUN_OUTPUTS:
             notes.append(f"{step}: no published numbers in {pub}")
-    return out, notes
+    return PublishedNumbers(pub, quick, numbers, records, notes)
 
 
 def regenerated_numbers(runs: Path, quick: bool, steps: Iterable[str]
@@ -127,30 +155,30 @@ def _publish(pub: Path, runs: Path, quick: bool, now: Mapping[str, Mapping[str, 
             log(f"wrote {target}")
 
 
-def check_reproduction(runs: Path | str, *, quick: bool, steps: Iterable[str], strict: bool = False,
-                       write: bool = False, pub: Path | None = None, log=print) -> int:
+def check_reproduction(published: PublishedNumbers, runs: Path | str, steps: Iterable[str], *,
+                       strict: bool = False, write: bool = False, log=print) -> int:
     """Compare what `catsim reproduce` regenerated (`steps` that ran, outputs under `runs`) with
-    the published numbers; print the agreement table and its summary line. With `write`, then
-    make this run's numbers the published ones. Returns 1 when `strict` and a number disagrees
-    or is missing (or nothing could be compared), else 0."""
-    pub = published_dir() if pub is None else Path(pub)
+    `published`; print the agreement table and its summary line. With `write`, then make this
+    run's numbers the published ones. Returns 1 when `strict` and a number disagrees or is
+    missing (or nothing could be compared), else 0."""
+    pub, quick = published.pub, published.quick
     runs, steps = Path(runs), list(steps)
     if pub is None:
         log("agreement: no published figures/ next to the catsim package (a source checkout has "
             "them): not checked")
         return 1 if strict else 0
-    published, notes = published_numbers(pub, quick, steps)
-    now, more = regenerated_numbers(runs, quick, steps)
-    rows = [row for step in steps if step in published for row in compare(published[step], now.get(step, {}))]
-    extra = sum(len(unpublished(published.get(s, {}), now[s])) for s in now if s in published)
+    expected = {s: published.numbers[s] for s in steps if s in published.numbers}
+    now, missing = regenerated_numbers(runs, quick, steps)
+    rows = [row for step, numbers in expected.items() for row in compare(numbers, now[step])]
+    extra = sum(len(unpublished(expected[s], now[s])) for s in expected)
     log(f"== agreement with the published numbers in {pub} ({'quick' if quick else 'full'} run)")
     if rows:
         log(format_table(rows))
-    for note in notes + more:
+    for note in [n for n in published.notes if n.split(":")[0] in steps] + missing:
         log(f"note: {note}")
     if extra:
         log(f"note: {extra} regenerated numbers have no published value (not compared)")
-    _log_provenance(pub, quick, published, log)
+    _log_provenance(expected, published.records, log)
     identical = sum(r.identical for r in rows)
     log(f"{summary(rows)} ({identical} identical to the published digits)")
     if write:
@@ -159,28 +187,12 @@ def check_reproduction(runs: Path | str, *, quick: bool, steps: Iterable[str], s
     return 1 if strict and failed else 0
 
 
-def published_provenance(pub: Path, quick: bool) -> dict[str, dict | None]:
-    """What produced each step's published numbers, where that was recorded."""
-    records: dict[str, dict | None] = {}
-    for ref in (THEORY_REFERENCE, QUICK_REFERENCE if quick else None):
-        if ref is not None and (pub / ref).exists():
-            records.update(reference_provenance(pub / ref))
-    if not quick:
-        table = pub / PUBLISHED_FULL["sim"]
-        sidecar = table.with_name(table.stem + "_provenance.json")
-        records["sim"] = read_json(sidecar) if sidecar.exists() else None
-        results = pub / PUBLISHED_FULL["llm"]
-        records["llm"] = read_json(results).get("provenance") if results.exists() else None
-    return records
-
-
-def _log_provenance(pub: Path, quick: bool, published: Mapping, log) -> None:
+def _log_provenance(expected: Mapping, records: Mapping[str, dict | None], log) -> None:
     """Say whether bit-identical numbers can be expected: which determining fields differ."""
     from catsim.experiments import provenance
 
-    records = published_provenance(pub, quick)
     here = provenance.collect()
-    for step in published:
+    for step in expected:
         diff = provenance.differences(records.get(step), here)
         setup = [d for d in diff if not d.startswith("git_commit:")]
         if setup:
