@@ -145,7 +145,10 @@ def format_table(rows: Iterable[Row]) -> str:
               ("yes" if r.identical else "yes (≈)") if r.agrees else "NO", r.basis) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h)
               for i, h in enumerate(header)]
-    line = "  ".join
+
+    def line(parts) -> str:
+        return "  ".join(parts).rstrip()
+
     out = [line(h.ljust(w) if i in (0, 5) else h.rjust(w)
                 for i, (h, w) in enumerate(zip(header, widths)))]
     out += [line(c.ljust(w) if i in (0, 5) else c.rjust(w)
