@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from catsim.errors import CatsimError
+from catsim.experiments import reproduction
 
 STEPS = ("lemma", "mass", "verify", "sim", "llm")
 
@@ -33,6 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--runs", default="runs/reproduce",
                         help="where intermediate results go (default runs/reproduce/)")
     parser.add_argument("--skip", default="", help=f"comma list of steps to skip: {','.join(STEPS)}")
+    parser.add_argument("--strict", action="store_true",
+                        help="exit 1 unless every regenerated published number agrees within its "
+                             "tolerance (docs/reproducibility.md)")
+    parser.add_argument("--write-references", action="store_true",
+                        help="afterwards make this run's numbers the published ones (figures/reference/"
+                             "quick.json with --quick, else figures/fig2_paper_table.txt and "
+                             "figures/llm-rl/results.json; theory.json in both)")
     parser.set_defaults(func=run)
 
 
@@ -96,6 +104,8 @@ STEP_FUNCS = {"lemma": _lemma, "mass": _mass, "verify": _verify, "sim": _sim, "l
 def run(args: argparse.Namespace) -> int:
     skip = _skipped(args.skip)
     figures, runs = Path(args.figures), Path(args.runs)
+    steps = [step for step in STEPS if step not in skip]
+    published = reproduction.load_published(args.quick, steps, writing=args.write_references)
     figures.mkdir(parents=True, exist_ok=True)
     failed: list[str] = []
     for step in STEPS:
@@ -107,7 +117,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"== {step}: {'done' if ok else 'FAILED'} in {time.perf_counter() - start:.1f} s", flush=True)
         if not ok:
             failed.append(step)
+    ran = [step for step in steps if step not in failed]
+    disagree = reproduction.check_reproduction(published, runs, ran, strict=args.strict,
+                                               write=args.write_references)
     if failed:
         print(f"catsim reproduce: failed steps: {', '.join(failed)}")
         return 1
-    return 0
+    return disagree

@@ -1,0 +1,109 @@
+"""What produced a results file: catsim version and commit, JAX, the CPU and its instruction set.
+
+A float32 run is bit-for-bit reproducible only on the same software and the same instruction set:
+XLA's CPU backend picks vector widths and fused multiply-adds from the CPU (or from
+`XLA_FLAGS=--xla_cpu_max_isa=...`), and a different choice changes the last bits of sums, which
+training can amplify. `collect()` records everything that decides this; `differences(a, b)` says
+which of those fields two records disagree on.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+# Instruction-set extensions that change XLA's CPU code generation (vector width, FMA, bf16).
+ISA_FLAGS = ("sse4_1", "sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
+             "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile",
+             "asimd", "sve", "sve2")  # the last three: ARM (reported as "Features" there)
+
+# Fields that must match for two runs to be expected bit-identical.
+DETERMINING = ("catsim_version", "git_commit", "jax_version", "jaxlib_version", "cpu_model",
+               "isa_flags", "xla_flags", "backend", "device_count", "machine")
+
+
+def cpu_info(cpuinfo: str | None = None) -> tuple[str, list[str]]:
+    """(CPU model name, the ISA_FLAGS it has), read from /proc/cpuinfo where there is one."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return platform.processor() or "unknown", []
+    model, flags = "", set()
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        key = key.strip().lower()
+        if key in ("model name", "cpu model", "hardware") and not model:
+            model = value.strip()
+        elif key in ("flags", "features") and not flags:
+            flags = set(value.split())
+    return model or platform.processor() or "unknown", [f for f in ISA_FLAGS if f in flags]
+
+
+def git_commit(path: Path | str | None = None) -> str | None:
+    """The commit of the checkout holding `path` (default: this package), '+dirty' when it has
+    uncommitted changes; None outside a git checkout or without git."""
+    where = Path(path) if path is not None else Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def collect() -> dict:
+    """A JSON-ready record of the software and hardware this process runs on."""
+    import jax
+    import jaxlib
+    import numpy
+
+    from catsim import __version__
+
+    model, flags = cpu_info()
+    return {
+        "catsim_version": __version__,
+        "git_commit": git_commit(),
+        "python": sys.version.split()[0],
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "numpy_version": numpy.__version__,
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_model": model,
+        "cpu_count": os.cpu_count(),
+        "isa_flags": flags,
+        "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "backend": jax.default_backend(),
+        "device_count": jax.device_count(),
+        "devices": sorted({d.device_kind for d in jax.devices()}),
+    }
+
+
+def stamp(record: dict) -> dict:
+    """A copy of `record` (a results mapping) with a "provenance" entry from `collect()`."""
+    return {**record, "provenance": collect()}
+
+
+def differences(a: dict | None, b: dict | None) -> list[str]:
+    """The DETERMINING fields on which two provenance records differ ('field: a -> b'); one line
+    saying the record is missing when either is None."""
+    if not a or not b:
+        return ["provenance not recorded"]
+    out = []
+    for key in DETERMINING:
+        if a.get(key) != b.get(key):
+            out.append(f"{key}: {_short(a.get(key))} -> {_short(b.get(key))}")
+    return out
+
+
+def _short(value) -> str:
+    text = " ".join(value) if isinstance(value, list) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
