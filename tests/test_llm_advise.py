@@ -34,7 +34,7 @@ def test_study_writes_results_and_figure(study):
 def test_advise_cli_table_json_and_figure(study, tmp_path, capsys):
     base = study / "base"
     fig = tmp_path / "risk.png"
-    args = ["llm", "advise", "--model", str(base), "--n", "8", "--prompts", "6", "--group-sizes", "2,4,8",
+    args = ["llm", "advise", "--model", str(base), "--task", "paths", "--n", "8", "--prompts", "6", "--group-sizes", "2,4,8",
             "--bootstrap", "10", "--rare", "tail:0.5", "--figure", str(fig)]
     assert main(args + ["--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -62,7 +62,7 @@ def test_advise_bad_input_is_one_line_error_before_work(study, extra, message, c
 
 def test_advise_needs_a_catsim_model_dir(tmp_path, capsys):
     assert main(["llm", "advise", "--model", str(tmp_path)]) == 2
-    assert "catsim_task.json" in capsys.readouterr().err
+    assert "config.json" in capsys.readouterr().err
 
 
 def test_calibration_bins_and_spearman():

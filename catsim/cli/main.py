@@ -54,13 +54,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    name = " ".join(x for x in (args.command, getattr(args, "llm_command", None)) if x)
     try:
         return int(func(args) or 0)
     except CatsimError as err:
-        print(f"catsim {args.command}: error: {err}", file=sys.stderr)
+        print(f"catsim {name}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"catsim {args.command}: interrupted", file=sys.stderr)
+        print(f"catsim {name}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -32,16 +32,15 @@ def answer_labels(task, prompts, texts_PxN) -> np.ndarray:
     return out
 
 
-def sample_answers(model_dir, *, task=None, split: str = "train", n_prompts: int = 64, n: int = 64,
-                   seed: int = 0, max_new_tokens: int = 0, batch_size: int = 256, data_seed: int | None = None):
-    """Sample `n` completions of the first `n_prompts` prompts of `split`: (labels [P, n],
-    correct [P, n] bool, prompts, task)."""
+def sample_answers(model_dir, *, task_name: str | None = None, task_options: dict | None = None,
+                   split: str = "train", n_prompts: int = 64, n: int = 64, seed: int = 0,
+                   max_new_tokens: int = 0, batch_size: int = 256, data_seed: int | None = None):
+    """Sample `n` completions of the first `n_prompts` prompts of `split` of the model's task (its
+    task file; `task_name`/`task_options` override it): (labels [P, n], correct [P, n] bool, prompts, task)."""
     from catsim.llm.evaluate import eval_prompts, load_policy, sample
-    from catsim.llm.rundir import read_task_file, task_from_spec
+    from catsim.llm.rundir import task_for_model
 
-    spec = read_task_file(model_dir)
-    task = task or task_from_spec(spec)
-    seed_of_split = spec.get("data_seed", 0) if data_seed is None else data_seed
+    task, seed_of_split = task_for_model(model_dir, task_name, task_options or {}, data_seed)
     prompts = eval_prompts(task, split, seed_of_split, n_prompts)
     if not prompts:
         raise CatsimError(f"task {task.name!r} has no {split} prompts")
@@ -55,11 +54,13 @@ def sample_answers(model_dir, *, task=None, split: str = "train", n_prompts: int
 
 def advise_model(model_dir, *, group_sizes, n: int = 64, n_prompts: int = 64, split: str = "train",
                  rule: planning.RareRule = planning.RareRule(), n_boot: int = 200, seed: int = 0,
-                 target_risk: float = 0.1, max_new_tokens: int = 0, batch_size: int = 256):
+                 target_risk: float = 0.1, max_new_tokens: int = 0, batch_size: int = 256,
+                 task_name: str | None = None, task_options: dict | None = None):
     """Sample, estimate and advise: (planning.Advice, meta dict with the task and prompt indices)."""
     if not Path(model_dir).is_dir():
         raise CatsimError(f"{model_dir}: no such model directory")
-    labels, correct, prompts, task = sample_answers(model_dir, split=split, n_prompts=n_prompts, n=n, seed=seed,
+    labels, correct, prompts, task = sample_answers(model_dir, task_name=task_name, task_options=task_options,
+                                                    split=split, n_prompts=n_prompts, n=n, seed=seed,
                                                     max_new_tokens=max_new_tokens, batch_size=batch_size)
     advice = planning.advise(labels, correct, group_sizes, rule=rule, n_boot=n_boot, seed=seed,
                              target_risk=target_risk)

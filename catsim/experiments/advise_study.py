@@ -131,8 +131,10 @@ def calibration(risk, lost, bins: int = 5) -> list[dict]:
     return out
 
 
-def run_study(out_dir: str | Path, config: StudyConfig | None = None, *, progress: bool = True) -> dict:
-    """Run the study (resumable: finished runs are reused) and write results.json and figures."""
+def run_study(out_dir: str | Path, config: StudyConfig | None = None, *, progress: bool = True,
+              figures_dir: str | Path | None = None) -> dict:
+    """Run the study (resumable: finished runs are reused) and write results.json and the figure
+    into `figures_dir` (default: `out_dir`; the run directories stay in `out_dir`)."""
     from catsim.experiments.advise import answer_labels
     from catsim.llm import evaluate as ev
     from catsim.llm.rl import run_rl
@@ -191,10 +193,14 @@ def run_study(out_dir: str | Path, config: StudyConfig | None = None, *, progres
         "summary": _summary(runs, sc),
         "seconds": time.perf_counter() - t0,
     }
-    _write_json(out / "results.json", results)
+    pub = Path(figures_dir) if figures_dir is not None else out
+    pub.mkdir(parents=True, exist_ok=True)
+    _write_json(pub / "results.json", results)
     from catsim.plots.advise import plot_study
 
-    plot_study(results, out / "advise_study.png")
+    tmp = pub / ".advise_study.tmp.png"
+    plot_study(results, tmp)
+    os.replace(tmp, pub / "advise_study.png")
     return results
 
 
@@ -219,7 +225,7 @@ def _write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def check_out_dir(out_dir: str | Path) -> None:
+def check_out_dir(out_dir: str | Path, flag: str = "--out") -> None:
     parent = Path(out_dir).resolve().parent
     if not parent.is_dir():
-        raise CatsimError(f"--out: {parent} does not exist")
+        raise CatsimError(f"{flag}: {parent} does not exist")

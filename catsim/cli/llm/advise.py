@@ -1,7 +1,7 @@
 """`catsim llm advise`: which prompts will lose their rare correct answers at group size N, and
 which N and γ to use — Lemma 3.1 applied to a model's own samples.
 
-    catsim llm advise --model runs/warmup --n 64 --group-sizes 2,4,8,16,32,64
+    catsim llm advise --model runs/warmup --task paths --n 64 --group-sizes 2,4,8,16,32,64
     catsim llm advise --model runs/warmup --rare tail:0.2 --format json > advice.json
 
 Per prompt, μ̂ (correct share) and τ̂ (share of its rare correct answers: rule share:q = answers
@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("advise", help="group size and γ advice from Lemma 3.1 on a model's samples",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="model directory with catsim_task.json (e.g. a warm-up)")
+    from catsim.cli.llm._task_args import add_task_arguments
+
+    add_task_arguments(parser, required=False)  # default: the task recorded in the model directory
     parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
     parser.add_argument("--prompts", type=int, default=64, help="prompts sampled (default 64)")
     parser.add_argument("--split", choices=("train", "heldout"), default="train",
@@ -64,8 +67,10 @@ def _check(args) -> tuple[list[int], object]:
         raise CatsimError(f"--target-risk must lie in (0, 1), got {args.target_risk}")
     if args.max_new_tokens < 0:
         raise CatsimError("--max-new-tokens must be >= 0")
-    if not (Path(args.model) / "catsim_task.json").is_file():
-        raise CatsimError(f"{args.model}: not a catsim model directory (no catsim_task.json)")
+    if not (Path(args.model) / "config.json").is_file():
+        raise CatsimError(f"{args.model}: not a model directory (no config.json)")
+    if args.task is None and not (Path(args.model) / "catsim_task.json").is_file():
+        raise CatsimError(f"{args.model}: no catsim_task.json; give --task")
     if args.figure.lower() != "none":
         parent = Path(args.figure).resolve().parent
         if not parent.is_dir() or not os.access(parent, os.W_OK):
@@ -98,12 +103,14 @@ def _table(advice) -> str:
 
 
 def run(args) -> int:
+    from catsim.cli.llm._task_args import task_options
     from catsim.experiments.advise import advise_model
 
     sizes, rule = _check(args)
     advice, meta = advise_model(args.model, group_sizes=sizes, n=args.n, n_prompts=args.prompts,
                                 split=args.split, rule=rule, n_boot=args.bootstrap, seed=args.seed,
-                                target_risk=args.target_risk, max_new_tokens=args.max_new_tokens)
+                                target_risk=args.target_risk, max_new_tokens=args.max_new_tokens,
+                                task_name=args.task, task_options=task_options(args))
     if args.figure.lower() != "none":
         from catsim.plots.advise import plot_risk
 

@@ -2,7 +2,7 @@
 predict each prompt's Lemma 3.1 risk, run GRPO at N = 2, 8, 32 (3 seeds), and measure which
 prompts lost rare-answer mass (Spearman ρ and a calibration table; docs/advise.md).
 
-    catsim llm advise-study --out runs/advise-study          # CPU, tens of minutes; resumable
+    catsim llm advise-study --out runs/advise-study --figures figures/advise-study   # CPU, ~6 min; resumable
     catsim llm advise-study --out runs/advise-smoke --quick  # seconds; numbers mean nothing
 """
 
@@ -16,6 +16,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("advise-study", help="validate advise's predictions against GRPO training",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="study directory (reruns reuse finished runs)")
+    parser.add_argument("--figures", default=None,
+                        help="where results.json and advise_study.png go (default: --out)")
     parser.add_argument("--quick", action="store_true", help="the seconds-long smoke configuration")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -25,7 +27,10 @@ def run(args) -> int:
     from catsim.experiments.advise_study import StudyConfig, check_out_dir, run_study
 
     check_out_dir(args.out)
-    results = run_study(args.out, StudyConfig.quick() if args.quick else None, progress=not args.quiet)
+    if args.figures:
+        check_out_dir(args.figures, "--figures")
+    results = run_study(args.out, StudyConfig.quick() if args.quick else None, progress=not args.quiet,
+                        figures_dir=args.figures)
     print(f"{results['prompts_with_rare_subset']} of {results['prompts']} train prompts have a rare subset "
           f"(rule {results['rule']})")
     print("   N   Spearman(risk, loss)   Spearman(visits·risk, loss)   share lost   mean Δlog τ")
@@ -38,5 +43,6 @@ def run(args) -> int:
     print("calibration (predicted risk bin → share lost):",
           json.dumps([(round(c["risk_mean"], 3), round(c["lost_share"], 3), c["prompts"])
                       for c in results["calibration"]]))
-    print(f"results: {args.out}/results.json, figure: {args.out}/advise_study.png")
+    where = args.figures or args.out
+    print(f"results: {where}/results.json, figure: {where}/advise_study.png")
     return 0
