@@ -6,16 +6,18 @@ import argparse
 import csv
 import json
 import sys
-from dataclasses import asdict
 from pathlib import Path
-
-import numpy as np
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
-from catsim.experiments.theory import custom_lemma_figure, reproduce_figures
+from catsim.experiments.theory import (
+    custom_lemma_figure,
+    peak_table,
+    reproduce_figures,
+    tail_miss_table,
+)
 
-__all__ = ["register", "reproduce_figures", "run", "tail_miss_table", "peak_table"]
+__all__ = ["register", "run"]
 
 DEFAULT_PEAK_TAU = (0.001, 0.01, 0.05)
 DEFAULT_PEAK_MU = (0.2, 0.5, 0.8)
@@ -61,27 +63,6 @@ def _curve_taus(args: argparse.Namespace, mus: list[float]) -> list[tuple[float,
         if not 0 < rho < 1:
             raise CatsimError(f"--rho: need 0 < rho < 1, got {rho:g}")
     return [(rho * m, m) for m in mus for rho in rhos]
-
-
-def tail_miss_table(ns, pairs) -> list[dict]:
-    """Rows n, tau, mu_pos, pr_tail_miss, pr_active for every N and every (tau, mu_pos) pair."""
-    from catsim.theory.tail_miss import active_probability, tail_miss_probability
-
-    rows = []
-    n_arr = np.asarray(ns, dtype=float)
-    for tau, mu in pairs:
-        pr = np.atleast_1d(tail_miss_probability(n_arr, tau, mu))
-        act = np.atleast_1d(active_probability(n_arr, mu))
-        rows += [{"n": int(k), "tau": tau, "mu_pos": mu, "pr_tail_miss": float(p), "pr_active": float(a)}
-                 for k, p, a in zip(n_arr, pr, act)]
-    return rows
-
-
-def peak_table(pairs) -> list[dict]:
-    """One row per (tau, mu_pos): the fields of `catsim.theory.tail_miss.TailMissPeak`."""
-    from catsim.theory.tail_miss import tail_miss_peak
-
-    return [asdict(tail_miss_peak(tau, mu)) for tau, mu in pairs]
 
 
 def _print_rows(rows: list[dict], columns: tuple[str, ...], fmt: str | None) -> None:

@@ -3,13 +3,14 @@
 
     from catsim.experiments.theory import reproduce_figures, reproduce_mass_figure
     reproduce_figures("figures")                 # lemma31_fig3/fig5 .png/.pdf
+    rows = tail_miss_table([8, 64], [(0.01, 0.5)])  # what `catsim lemma --format csv` prints
     paths, samples = reproduce_mass_figure("figures", groups=300)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import numpy as np
 from catsim.plots.mass import figure_joint_changes
 from catsim.plots.tail_miss import figure_simulation_point, figure_tail_miss_panels, save
 from catsim.theory import mass
+from catsim.theory.tail_miss import active_probability, tail_miss_peak, tail_miss_probability
 
 # App. J / §5.1: linear surrogate on mean-centred rewards R = ±1, plain gradient step η = 1e-2.
 SIMULATION_STEP = mass.MassStepConfig(
@@ -99,3 +101,20 @@ def custom_lemma_figure(out_dir: Path | str, *, mus: Sequence[float], ns: Sequen
                         rhos: Sequence[float] | None, taus: Sequence[float] | None) -> list[Path]:
     """Fig. 3's panels for a chosen grid, written as out_dir/lemma31_custom.{png,pdf}."""
     return save(figure_tail_miss_panels(mus=mus, ns=ns, rhos=rhos, taus=taus), out_dir, "lemma31_custom")
+
+
+def tail_miss_table(ns, pairs) -> list[dict]:
+    """Rows n, tau, mu_pos, pr_tail_miss, pr_active for every N and every (tau, mu_pos) pair."""
+    rows = []
+    n_arr = np.asarray(ns, dtype=float)
+    for tau, mu in pairs:
+        pr = np.atleast_1d(tail_miss_probability(n_arr, tau, mu))
+        act = np.atleast_1d(active_probability(n_arr, mu))
+        rows += [{"n": int(k), "tau": tau, "mu_pos": mu, "pr_tail_miss": float(p), "pr_active": float(a)}
+                 for k, p, a in zip(n_arr, pr, act)]
+    return rows
+
+
+def peak_table(pairs) -> list[dict]:
+    """One row per (tau, mu_pos): the fields of `catsim.theory.tail_miss.TailMissPeak`."""
+    return [asdict(tail_miss_peak(tau, mu)) for tau, mu in pairs]

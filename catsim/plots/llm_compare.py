@@ -48,7 +48,8 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
             ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
         ax.set_title(f"{tname}: training reward (rollout τ)", fontsize=9)
         ax.set_xlabel("RL step")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         ax = row[1]
         if not any(e.get("heldout_curve") for entries in groups.values() for e in entries):
             _not_measured(ax, "held-out accuracy not measured\n(RL option --heldout-every K)")
