@@ -84,12 +84,11 @@ def run(args) -> int:
         print(f"method {variant.method_label}: {upd.optimizer} on {upd.surrogate}, "
               f"lr {upd.learning_rate:g}{control}, V={variant.policy.num_actions}, "
               f"C={variant.policy.num_correct}, {variant.steps} steps")
-    head = f"{'method':>12} {'N':>7} {'gamma':>5} {'seed':>4} " + " ".join(f"{f:>11}" for f in FIELDS)
-    if len(results.methods) == 1:
-        head = head[13:]
-    print(head)
+    width = max(map(len, results.methods)) if len(results.methods) > 1 else 0
+    method_head = f"{'method':<{width}} " if width else ""
+    print(method_head + f"{'N':>7} {'gamma':>5} {'seed':>4} " + " ".join(f"{f:>11}" for f in FIELDS))
     for row in rows:
-        method = f"{row['method'][-12:]:>12} " if len(results.methods) > 1 else ""
+        method = f"{row['method']:<{width}} " if width else ""
         print(f"{method}{row['n']:>7} {row['gamma']:>5g} {row['seed']:>4} "
               + " ".join(f"{row[f]:>11.5g}" for f in FIELDS))
     return 0
