@@ -43,13 +43,15 @@ def test_pipeline_quick_smoke(tmp_path, capsys):
     # The report and figures are re-rendered from results.json alone: same bytes without the runs.
     import shutil
 
-    from catsim.experiments.llm_report import load_results, write_report
-
     shutil.rmtree(out / "paths")
     again = tmp_path / "again"
-    write_report(load_results(out / "results.json"), again)
+    again.mkdir()
+    shutil.copyfile(out / "results.json", again / "results.json")
+    assert main(["llm", "pipeline", "--out", str(again), "--rerender"]) == 0
     for name in ("report.md", "comparison.png", "passk_curves.png", "training_dynamics.png", "theory_overlay.png"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
+    assert main(["llm", "pipeline", "--out", str(tmp_path / "nothing"), "--rerender"]) == 2
+    assert "cannot read pipeline results" in capsys.readouterr().err
 
 
 def test_published_results_rerender_without_run_directories(tmp_path):

@@ -5,6 +5,7 @@ theory overlay).
 example:
   catsim llm pipeline --out runs/pipeline            # CPU default: paths + maze, GRPO vs F-GRPO at N=8, GRPO N=2/32
   catsim llm pipeline --out runs/quick --quick       # a few minutes (what CI and `catsim reproduce` run)
+  catsim llm pipeline --out figures/llm-rl --rerender # redraw report.md + figures from results.json only
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def register(subparsers) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="the few-minute configuration (PipelineConfig.quick(); default: off)")
     add_pipeline_options(parser, PipelineConfig(), PipelineConfig.quick())
+    parser.add_argument("--rerender", action="store_true",
+                        help="run nothing: redraw OUT/report.md and the figures from OUT/results.json "
+                             "(default: off)")
     parser.set_defaults(func=run)
 
 
@@ -103,6 +107,12 @@ def base_models_from_args(args) -> dict:
 def run(args) -> int:
     from catsim.experiments.llm_pipeline import PipelineConfig, run_pipeline
 
+    if args.rerender:
+        from catsim.experiments.llm_report import load_results, write_report
+
+        report = write_report(load_results(f"{args.out}/results.json"), args.out)
+        print(f"report: {report}")
+        return 0
     pc = config_from_args(PipelineConfig.quick() if args.quick else PipelineConfig(), args)
     report = run_pipeline(args.out, config=pc, base_models=base_models_from_args(args), progress=not args.quiet)
     print(report.read_text())
