@@ -62,7 +62,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int 
                    help=f"ε in the GRPO std denominator {_default('adv_eps')}")
     u.add_argument("--optimizer", choices=C.OPTIMIZERS, default=None,
                    help=f"optax optimizer {_default('optimizer')}")
-    u.add_argument("--lr", "--learning-rate", dest="learning_rate", type=float, default=None,
+    u.add_argument("--lr", "--learning-rate", dest="learning_rate", type=float, default=None, metavar="LR",
                    help=f"learning rate η {_default('learning_rate')}")
     u.add_argument("--weight-decay", type=float, default=None,
                    help=f"AdamW decoupled weight decay {_default('weight_decay')}")

@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 from catsim.cli.args import parse_float_list, parse_int_list
@@ -30,12 +31,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lemma",
         help="Lemma 3.1 (tail-miss probability): figures, tables, peak table",
-        description=(
+        description=textwrap.fill(
             "Pr(group active and rare correct subset unsampled) = (1-tau)^N - (mu-tau)^N - (1-mu)^N. "
             "Without --format/--peaks: write Fig. 3 (panels per --mu-pos, curves per --rho or --tau, "
             "N on a log2 axis) and Fig. 5 (mu=0.64, tau=6.3e-5, N=2^0..2^17) as PNG and PDF to --out. "
             "Lists accept commas and ranges: 1:512, 2^0:2^17, 0.1:0.5:0.1."
-        ),
+        , width=80, break_on_hyphens=False),
         epilog="examples:\n  catsim lemma --out figures                  # Fig. 3 and Fig. 5\n"
                "  catsim lemma --peaks --tau 0.01 --mu-pos 0.5 --format csv",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
@@ -16,13 +17,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "mass-step",
         help="one policy-gradient step on a categorical policy: dQpos, dQu,pos (first order, exact)",
-        description=(
+        description=textwrap.fill(
             "Apply one SGD step (gradient of the shared surrogate, step --eta) to the policy --probs "
             "for the group --draws, and print the first-order (subset-mass identity) and exact "
             "(softmax of z+dz) changes of Qpos and Qu,pos with their terms. Defaults are the worked "
             "example of docs/theory.md. Rules: paper = eq. 5 (distinct sampled sets, raw rewards), "
             "linear = App. J surrogate with repeated draws, logprob = REINFORCE."
-        ),
+        , width=80, break_on_hyphens=False),
         epilog="examples:\n  catsim mass-step                              # the worked example\n"
                "  catsim mass-step --rule linear --gamma 1 --format json\n"
                "  catsim mass-step --figure --groups 300 --out figures",

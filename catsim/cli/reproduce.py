@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "reproduce",
         help="regenerate figures/ and run all checks (lemma, mass, verify, sim, llm)",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
         epilog="examples:\n  catsim reproduce --quick --figures /tmp/figs --runs /tmp/runs\n"
                "  catsim reproduce --skip llm,verify          # full Fig. 2 and the theory figures",
         formatter_class=argparse.RawDescriptionHelpFormatter,

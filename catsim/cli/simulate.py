@@ -23,7 +23,7 @@ EXAMPLE = """example:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "simulate", help="run the categorical-policy simulator (paper Fig. 2 set-up)",
-        description="Run the softmax-policy simulator of the paper's §5.1 / App. J and print the "
+        description="Run the softmax-policy simulator of the paper's §5.1 / App. J and print the\n"
                     "final metrics of every (method, N, γ, seed). Default scenario: paper.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", default="256", help="group size(s) N: 256, 2,8,32 or 2^1:2^17 (default: 256)")

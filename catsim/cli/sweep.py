@@ -22,9 +22,9 @@ EXAMPLE = """examples:
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "sweep", help="run the Fig. 2 grid (N = 2…131072, γ ∈ {0, 1}, 4 seeds) and plot it",
-        description="Run a scenario over a grid of group sizes, γ values, App. N control values "
-                    "and seeds. Each (method, N) is a cell saved under OUT/cells; an interrupted "
-                    "sweep resumes. Writes OUT/results.npz (+ results.nc), one Fig. 2 per method "
+        description="Run a scenario over a grid of group sizes, γ values, App. N control values\n"
+                    "and seeds. Each (method, N) is a cell saved under OUT/cells; an interrupted\n"
+                    "sweep resumes. Writes OUT/results.npz (+ results.nc), one Fig. 2 per method\n"
                     "and the final-state table (OUT/table.txt).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=None, help="output folder (default: runs/sweep-<scenario>)")
