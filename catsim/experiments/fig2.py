@@ -16,6 +16,7 @@ from catsim.experiments._io import write_text
 from catsim.plots.fig2 import plot_fig2
 from catsim.sim.analysis import format_table
 from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig, scenario
+from catsim.sim.results import SimResults
 from catsim.sim.sweep import sweep
 
 QUICK_GROUP_SIZES = (2, 8, 32, 256, 2048, 8192, 131072)
@@ -25,7 +26,7 @@ QUICK_GROUP_SIZES = (2, 8, 32, 256, 2048, 8192, 131072)
 class SweepOutput:
     """What `run_sweep` wrote: the results, one figure and one table per method."""
 
-    results: object  # the combined SimResults (also at `results_path`)
+    results: SimResults  # the combined results of every method (also at `results_path`)
     results_path: Path  # <out>/results.npz
     figures: tuple[Path, ...]  # one Fig. 2 per method
     table: str  # the final-state tables of every method (also at <out>/table.txt)
