@@ -1,4 +1,4 @@
-"""Issue 9's method comparison: steps-to-target and pass@k-by-level metrics (hand-computed), the
+"""The GRPO / F-GRPO / asym-GRPO method comparison: steps-to-target and pass@k-by-level metrics (hand-computed), the
 report's comparison sections on a crafted results dict, and `catsim llm compare --quick` end to
 end with a tiny given base model."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from catsim.errors import CatsimError
+from catsim.experiments.llm_pipeline import PipelineConfig, convergence
+from catsim.experiments.llm_report import render_report
 from catsim.llm import metrics
-from catsim.llm.pipeline import PipelineConfig, convergence, render_report
 
 
 def test_steps_to_target_hand_computed():
@@ -129,7 +130,7 @@ def test_compare_quick_end_to_end(tmp_path, capsys):
 
 
 def test_paired_tests_pair_asym_grpo_with_grpo():
-    from catsim.llm.pipeline import _paired_tests
+    from catsim.experiments.llm_pipeline import _paired_tests
 
     def run(label, seed, counts):
         return {"label": label, "seed": seed, "eval": {"num_correct": counts}}

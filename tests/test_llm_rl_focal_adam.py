@@ -93,7 +93,7 @@ def test_focal_weight_cancels_per_group_minibatch_and_acts_across_groups(tmp_pat
 
 
 def test_pipeline_default_minibatches_mix_groups_for_the_focal_runs():
-    from catsim.llm.pipeline import PipelineConfig, _rl_config, parse_run
+    from catsim.experiments.llm_pipeline import PipelineConfig, _rl_config, parse_run
 
     pc = PipelineConfig()
     for spec in pc.runs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from catsim.cli.main import main
-from catsim.llm.pipeline import PipelineConfig
+from catsim.experiments.llm_pipeline import PipelineConfig
 from catsim.llm.tasks import make_task
 
 
@@ -37,6 +37,37 @@ def test_pipeline_quick_smoke(tmp_path, capsys):
         assert 0.0 <= entry["answer_mass"]["mret"] <= 1.0
         assert len(entry["ledger"]["labels"]) == 3  # base, the mid-run snapshot, final
     assert (out / "paths" / "grpo-N2-s0" / "model" / "config.json").is_file()
+    for entry in runs.values():  # per-step curves, one value per RL step
+        assert {len(v) for v in entry["curves"].values()} == {2}
+
+    # The report and figures are re-rendered from results.json alone: same bytes without the runs.
+    import shutil
+
+    shutil.rmtree(out / "paths")
+    again = tmp_path / "again"
+    again.mkdir()
+    shutil.copyfile(out / "results.json", again / "results.json")
+    assert main(["llm", "pipeline", "--out", str(again), "--rerender"]) == 0
+    for name in ("report.md", "comparison.png", "passk_curves.png", "training_dynamics.png", "theory_overlay.png"):
+        assert (again / name).read_bytes() == (out / name).read_bytes(), name
+    assert main(["llm", "pipeline", "--out", str(tmp_path / "nothing"), "--rerender"]) == 2
+    assert "cannot read pipeline results" in capsys.readouterr().err
+
+
+def test_published_results_rerender_without_run_directories(tmp_path):
+    """The published results.json files predate the stored curves and their run directories are
+    gone: they still re-render (report identical; training panels say the curves are missing)."""
+    from pathlib import Path
+
+    from catsim.experiments.llm_report import load_results, write_report
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("llm-rl", "asym-grpo"):
+        results = load_results(root / "figures" / name / "results.json")
+        report = write_report(results, tmp_path / name)
+        assert report.read_text() == (root / "figures" / name / "report.md").read_text()
+        for png in ("comparison.png", "passk_curves.png", "training_dynamics.png", "theory_overlay.png"):
+            assert (tmp_path / name / png).read_bytes()[:4] == b"\x89PNG"
 
 
 def test_published_default_report_is_the_rendering_of_its_results():
@@ -44,7 +75,7 @@ def test_published_default_report_is_the_rendering_of_its_results():
     and every table row of the default run quoted in docs/llm-rl.md is a row of that report."""
     from pathlib import Path
 
-    from catsim.llm.pipeline import render_report
+    from catsim.experiments.llm_report import render_report
 
     root = Path(__file__).resolve().parents[1]
     report = (root / "figures" / "llm-rl" / "report.md").read_text()

@@ -152,10 +152,10 @@ def test_library_tour(kernel_dir, tmp_path):
 
 
 def test_mret_vs_n(kernel_dir, tmp_path):
+    from catsim.sim.analysis import regimes_of
     from catsim.sim.config import PolicyConfig
     from catsim.sim.policy import initial_probs
     from catsim.sim.results import SimResults
-    from catsim.sim.sweep import regimes_of
 
     _, result, images = execute("mret_vs_n.ipynb", kernel_dir, tmp_path)
     assert images >= 6

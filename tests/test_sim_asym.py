@@ -85,7 +85,7 @@ def sim_step(update, counts, gamma):
 def test_one_asym_step_equals_hand_computed(group, reading, kl_dir, gamma, max_norm, lower, branch):
     counts, kept = group
     update = C.UpdateConfig(
-        surrogate="reinforce", optimiser="sgd", learning_rate=0.5,
+        surrogate="reinforce", optimizer="sgd", learning_rate=0.5,
         asym_channels=True, asym_confidence=True, asym_recompose=True,
         dual_clip=max_norm, dual_clip_lower=lower,
         asym=AsymmetricConfig(negative_reading=reading, kl_direction=kl_dir),
@@ -110,7 +110,7 @@ def test_recomposed_counts_match_hand_selection():
 
 
 def test_components_off_is_the_plain_update():
-    plain = C.UpdateConfig(surrogate="reinforce", optimiser="sgd", learning_rate=0.5)
+    plain = C.UpdateConfig(surrogate="reinforce", optimizer="sgd", learning_rate=0.5)
     counts = POOR[0]
     z_plain = sim_step(plain, counts, 0.0)
     # the dual clip with a huge ceiling and no lower threshold is the identity

@@ -131,7 +131,7 @@ def test_dynamic_sampling_redraws_inactive_groups():
     (lambda: C.SimConfig(group_size=0), "group_size"),
     (lambda: C.UpdateConfig(learning_rate=-1e-3), "learning_rate must be > 0"),
     (lambda: C.UpdateConfig(surrogate="ppo2"), "unknown update rule"),
-    (lambda: C.UpdateConfig(optimiser="lion"), "unknown optimiser"),
+    (lambda: C.UpdateConfig(optimizer="lion"), "unknown optimizer"),
     (lambda: C.SimConfig(steps=10, log_every=3), "multiple of log_every"),
     (lambda: C.scenario("paper2"), "unknown scenario"),
 ])

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from catsim.cli.main import main
+from catsim.sim import analysis
 from catsim.sim import config as C
 from catsim.sim import sweep as S
 from catsim.sim.results import SimResults
@@ -66,17 +67,17 @@ def test_simulate_equals_sweep_cells(swept):
 
 def test_find_regimes_from_data():
     sizes = [2, 4, 8, 16, 32, 64, 128]
-    r = S.find_regimes(sizes, [0.99, 0.95, 0.3, 0.05, 0.2, 0.9, 0.99])
+    r = analysis.find_regimes(sizes, [0.99, 0.95, 0.3, 0.05, 0.2, 0.9, 0.99])
     assert (r["I"], r["II"], r["III"]) == ([2, 4], [8, 16, 32], [64, 128])
-    r = S.find_regimes(sizes, [0.99] * 7)
+    r = analysis.find_regimes(sizes, [0.99] * 7)
     assert (r["I"], r["II"], r["III"]) == (sizes, [], [])
-    r = S.find_regimes(sizes[::-1], [0.99, 0.9, 0.2, 0.05, 0.3, 0.95, 0.99])  # unsorted input
+    r = analysis.find_regimes(sizes[::-1], [0.99, 0.9, 0.2, 0.05, 0.3, 0.95, 0.99])  # unsorted input
     assert r["II"] == [8, 16, 32]
 
 
 def test_table_and_figure(swept, tmp_path):
     _, res = swept
-    table = S.format_table(res)
+    table = analysis.format_table(res)
     assert "regimes from data" in table and "16" in table
     from catsim.plots.fig2 import plot_fig2
 
@@ -123,6 +124,51 @@ def test_cli_sweep_writes_figure_and_table(tmp_path, capsys):
     assert list((tmp_path / "fig").glob("fig2_*.png"))
 
 
+def test_cli_low_lr_gamma_equals_the_reduced_lr(capsys):
+    """`--gamma 0 --low-lr-gamma 0.5` gives the numbers of `--gamma 0 --lr η·m_0.5` (App. N)."""
+    from catsim.objectives.focal import low_lr_multiplier
+
+    def final(argv):
+        assert main(["simulate", *TINY_ARGS, "--n", "16", "--seeds", "2", "--format", "json",
+                     "--gamma", "0", *argv]) == 0
+        rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
+        return [{k: v for k, v in r.items() if k != "method"} for r in rows], {r["method"] for r in rows}
+
+    control, methods = final(["--low-lr-gamma", "0.5"])
+    assert methods == {"paper+adam-reinforce-lr0.01+lowlr0.5"}  # TINY_ARGS modify the scenario
+    reduced, _ = final(["--lr", repr(1e-2 * low_lr_multiplier(0.5))])
+    assert control == reduced
+    plain, _ = final([])
+    assert plain != control
+
+
+def test_cli_sweep_low_lr_gamma_list_is_one_method_each(tmp_path, capsys):
+    code = main(["sweep", *TINY_ARGS, "--n", "2,16", "--seeds", "2", "--gamma", "0,1",
+                 "--low-lr-gamma", "0,0.5", "--out", str(tmp_path / "run"),
+                 "--figures-dir", str(tmp_path / "fig"), "--no-progress"])
+    assert code == 0
+    res = SimResults.load(tmp_path / "run" / "results.npz")
+    plain_label = "paper+adam-reinforce-lr0.01"  # TINY_ARGS modify the scenario
+    assert res.methods == (plain_label, plain_label + "+lowlr0.5") and res.gammas == GAMMAS
+    assert sorted(p.name for p in (tmp_path / "fig").glob("*.png")) == [
+        f"fig2_{plain_label}+lowlr0.5.png", f"fig2_{plain_label}.png"]
+    assert capsys.readouterr().out.count("regimes from data") == 2
+    # the plain method's cells are those of a sweep without the control
+    plain = S.simulate(dataclasses.replace(C.scenario("paper"), policy=TINY.policy, steps=10,
+                                           log_every=5), group_sizes=SIZES, gammas=GAMMAS, seeds=SEEDS)
+    np.testing.assert_array_equal(res.data["mret"][:1], plain.data["mret"])
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--low-lr-gamma", "-0.5"], "--low-lr-gamma: values must be >= 0"),
+    (["--low-lr-gamma", "x"], "--low-lr-gamma: 'x' is not a number"),
+])
+def test_cli_low_lr_gamma_bad_input(capsys, argv, match):
+    assert main(["simulate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+
+
 def test_sharded_over_8_devices_is_identical():
     script = textwrap.dedent("""
         import dataclasses, jax, numpy as np
@@ -146,8 +192,10 @@ def test_sharded_over_8_devices_is_identical():
 
 def test_reproduce_entry_point(tmp_path, monkeypatch):
     """`reproduce` (for `catsim reproduce`) on a tiny stand-in for the paper scenario."""
-    monkeypatch.setattr(S, "scenario", lambda name: TINY)
-    monkeypatch.setattr(S, "QUICK_GROUP_SIZES", (2, 16))
-    out = S.reproduce(tmp_path, quick=True, progress=False, log=None)
+    from catsim.experiments import fig2
+
+    monkeypatch.setattr(fig2, "scenario", lambda name: TINY)
+    monkeypatch.setattr(fig2, "QUICK_GROUP_SIZES", (2, 16))
+    out = fig2.reproduce(tmp_path, quick=True, progress=False, log=None)
     assert out["figure"].exists() and out["table"].read_text().startswith("method tiny")
     assert out["results"].group_sizes == (2, 16) and out["results"].seeds == (0,)

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from catsim.errors import CatsimError
 from catsim.objectives.focal import GammaSchedule
 from catsim.sim import config as C
 from catsim.sim import engine
@@ -74,7 +75,7 @@ TOL = dict(rtol=2e-5, atol=2e-6)
 
 
 def test_linear_sgd_is_paper_eq5():
-    upd = C.UpdateConfig(surrogate="linear", optimiser="sgd", learning_rate=0.5)
+    upd = C.UpdateConfig(surrogate="linear", optimizer="sgd", learning_rate=0.5)
     z_new, mu_hat, g, active = step(upd)
     adv = centred(rewards())
     np.testing.assert_allclose(z_new, Z - 0.5 * grad_linear(Z, adv), **TOL)
@@ -88,12 +89,12 @@ def test_linear_sgd_is_paper_eq5():
 
 def test_reinforce_sgd_and_adam_and_adamw():
     adv = centred(rewards())
-    upd = C.UpdateConfig(surrogate="reinforce", optimiser="sgd", learning_rate=0.3)
+    upd = C.UpdateConfig(surrogate="reinforce", optimizer="sgd", learning_rate=0.3)
     np.testing.assert_allclose(step(upd)[0], Z - 0.3 * grad_reinforce(Z, adv), **TOL)
-    upd = C.UpdateConfig(surrogate="reinforce", optimiser="adam", learning_rate=0.01)
+    upd = C.UpdateConfig(surrogate="reinforce", optimizer="adam", learning_rate=0.01)
     g = grad_reinforce(Z, adv)
     np.testing.assert_allclose(step(upd)[0], Z + adam_first_step(g, 0.01), **TOL)
-    upd = C.UpdateConfig(surrogate="linear", optimiser="adamw", learning_rate=0.01, weight_decay=0.1)
+    upd = C.UpdateConfig(surrogate="linear", optimizer="adamw", learning_rate=0.01, weight_decay=0.1)
     g = grad_linear(Z, adv)
     np.testing.assert_allclose(step(upd)[0], Z + adam_first_step(g, 0.01) - 0.01 * 0.1 * Z, **TOL)
 
@@ -101,8 +102,8 @@ def test_reinforce_sgd_and_adam_and_adamw():
 def test_grpo_std_advantage_and_focal_weight():
     r = rewards()
     adv = centred(r) / (r.std() + 1e-3)
-    upd = C.UpdateConfig(surrogate="reinforce", optimiser="sgd", learning_rate=0.2,
-                         advantage="grpo", advantage_eps=1e-3)
+    upd = C.UpdateConfig(surrogate="reinforce", optimizer="sgd", learning_rate=0.2,
+                         advantage="grpo", adv_eps=1e-3)
     z_new, mu_hat, g, _ = step(upd, gamma=1.5)
     focal = (1 - 0.75) ** 1.5
     assert g == pytest.approx(focal)
@@ -111,7 +112,7 @@ def test_grpo_std_advantage_and_focal_weight():
 
 def test_other_reward_levels():
     adv = centred(rewards(2.0, 0.5))
-    upd = C.UpdateConfig(surrogate="linear", optimiser="sgd", learning_rate=1.0,
+    upd = C.UpdateConfig(surrogate="linear", optimizer="sgd", learning_rate=1.0,
                          reward_correct=2.0, reward_wrong=0.5)
     np.testing.assert_allclose(step(upd)[0], Z - grad_linear(Z, adv), **TOL)
 
@@ -125,7 +126,7 @@ def test_ppo_clip_second_epoch(rule, low, high):
     clipped = ((adv > 0) & (rho > 1 + high)) | ((adv < 0) & (rho < 1 - low))
     assert clipped.any() and not clipped.all()  # the case is non-trivial
     z2 = z1 - lr * grad_reinforce(z1, adv, weights=np.where(clipped, 0.0, rho))
-    upd = C.UpdateConfig(surrogate=rule, optimiser="sgd", learning_rate=lr, ppo_epochs=2)
+    upd = C.UpdateConfig(surrogate=rule, optimizer="sgd", learning_rate=lr, ppo_epochs=2)
     np.testing.assert_allclose(step(upd)[0], z2, rtol=1e-4, atol=1e-5)
 
 
@@ -137,7 +138,7 @@ def test_cispo_clipped_weight_second_epoch():
     weight = np.clip(rho, 0.0, 1.5)
     assert (rho > 1.5).any()
     z2 = z1 - lr * grad_reinforce(z1, adv, weights=weight)
-    upd = C.UpdateConfig(surrogate="cispo", optimiser="sgd", learning_rate=lr, ppo_epochs=2,
+    upd = C.UpdateConfig(surrogate="cispo", optimizer="sgd", learning_rate=lr, ppo_epochs=2,
                          clip_high=0.5)
     np.testing.assert_allclose(step(upd)[0], z2, rtol=1e-4, atol=1e-5)
 
@@ -149,20 +150,41 @@ def test_entropy_bonus_and_kl_penalty():
     dh = -p * (np.log(p) + h)
     kl = (p * (np.log(p) - np.log(q))).sum()
     dkl = p * (np.log(p) - np.log(q) - kl)
-    upd = C.UpdateConfig(surrogate="reinforce", optimiser="sgd", learning_rate=0.4,
+    upd = C.UpdateConfig(surrogate="reinforce", optimizer="sgd", learning_rate=0.4,
                          entropy_coef=0.3, kl_coef=0.7)
     expected = Z - 0.4 * (grad_reinforce(Z, adv) - 0.3 * dh + 0.7 * dkl)
     np.testing.assert_allclose(step(upd)[0], expected, **TOL)
 
 
 def test_low_lr_control_multiplier():
+    """App. N: lr × m_G of the control's own G, whatever the focal γ of the run."""
     from catsim.sim.sweep import learning_rate_for
 
-    cfg = C.SimConfig(update=C.UpdateConfig(learning_rate=1e-6, low_lr_control=True))
-    assert learning_rate_for(cfg, 0.5) == pytest.approx(6.79e-7, rel=2e-3)  # App. N: 6.8e-7
-    assert learning_rate_for(cfg, 0.0) == pytest.approx(1e-6)
-    cfg = dataclasses.replace(cfg, update=dataclasses.replace(cfg.update, low_lr_control=False))
-    assert learning_rate_for(cfg, 0.5) == 1e-6
+    cfg = C.SimConfig(update=C.UpdateConfig(learning_rate=1e-6, low_lr_gamma=0.5))
+    assert learning_rate_for(cfg) == pytest.approx(6.79e-7, rel=2e-3)  # App. N: 6.8e-7
+    cfg = dataclasses.replace(cfg, update=dataclasses.replace(cfg.update, low_lr_gamma=0.0))
+    assert learning_rate_for(cfg) == 1e-6
+    with pytest.raises(CatsimError, match="low_lr_gamma"):
+        C.UpdateConfig(low_lr_gamma=-0.5)
+
+
+def test_low_lr_control_is_grpo_at_the_reduced_rate():
+    """`low_lr_gamma = 0.5` at γ = 0 gives the same numbers as γ = 0 at lr = η·m_0.5, and differs
+    from F-GRPO (γ = 0.5) at that rate: the control changes the rate only, not the focal weight."""
+    from catsim.objectives.focal import low_lr_multiplier
+    from catsim.sim.sweep import simulate
+
+    base = C.SimConfig(policy=C.PolicyConfig(num_actions=60, num_correct=12), group_size=8, steps=8,
+                       update=C.UpdateConfig(learning_rate=0.05))
+    control = dataclasses.replace(base, update=dataclasses.replace(base.update, low_lr_gamma=0.5))
+    slow = dataclasses.replace(base, update=dataclasses.replace(
+        base.update, learning_rate=0.05 * low_lr_multiplier(0.5)))
+    a = simulate(control, gammas=[0.0], seeds=2)
+    b = simulate(slow, gammas=[0.0], seeds=2)
+    focal = simulate(slow, gammas=[0.5], seeds=2)
+    for name in a.data:
+        np.testing.assert_array_equal(a.data[name], b.data[name])
+    assert not np.array_equal(a.data["qpos"], focal.data["qpos"])
 
 
 def test_gamma_schedule_switch_in_a_run():

@@ -210,7 +210,8 @@ def test_cli_bad_input_exit_2(extra, capsys):
 
 
 def test_joint_sample_small(tmp_path):
-    from catsim.plots.mass import figure_joint_changes, sample_joint_changes
+    from catsim.experiments.theory import sample_joint_changes
+    from catsim.plots.mass import figure_joint_changes
     from catsim.plots.tail_miss import save
 
     config = dataclasses.replace(mass.MassStepConfig(rule="logprob", advantage="grpo"), eta=1e-2)

@@ -160,9 +160,9 @@ def simulator_logit_step(logits, mask, draws, config: mass.MassStepConfig) -> np
     from catsim.sim.config import UpdateConfig
 
     surrogate, advantage = SIM_RULES[(config.rule, config.resolved_advantage())]
-    update = UpdateConfig(surrogate=surrogate, advantage=advantage, advantage_eps=config.eps,
+    update = UpdateConfig(surrogate=surrogate, advantage=advantage, adv_eps=config.eps,
                           reward_correct=config.reward_correct, reward_wrong=config.reward_wrong,
-                          optimiser="sgd", learning_rate=config.eta)
+                          optimizer="sgd", learning_rate=config.eta)
     with x64():
         z = jnp.asarray(logits, jnp.float64)
         counts = jnp.asarray(np.bincount(draws, minlength=z.shape[0]), jnp.float64)

@@ -1,4 +1,8 @@
-"""Options shared by `catsim simulate` and `catsim sweep`: a scenario plus overrides -> SimConfig."""
+"""Options shared by `catsim simulate` and `catsim sweep`: a scenario plus overrides -> SimConfig.
+
+Every update option's destination is the `UpdateConfig` field of the same name (the names the
+LLM trainer uses too), so overrides are copied field by field without a translation table.
+"""
 
 from __future__ import annotations
 
@@ -7,59 +11,117 @@ import dataclasses
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
-from catsim.objectives.asymmetric import AsymmetricConfig
+from catsim.objectives import focal
+from catsim.objectives.asymmetric import KL_DIRECTIONS, NEGATIVE_READINGS, AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
 from catsim.sim import config as C
 
-
-def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int | None = None):
-    """Scenario, policy and update-rule options (defaults: the scenario's values)."""
-    g = parser.add_argument_group("scenario and policy")
-    g.add_argument("--scenario", default="paper", help=f"preset: {', '.join(C.SCENARIOS)} (default paper)")
-    g.add_argument("--steps", type=int, default=default_steps, help="policy updates T (default 1000)")
-    g.add_argument("--log-every", type=int, default=None, help="record metrics every k steps")
-    g.add_argument("--init", choices=C.INIT_KINDS, default=None, help="initial logits (default paper)")
-    g.add_argument("--num-actions", type=int, default=None, help="V (default 128000)")
-    g.add_argument("--num-correct", type=int, default=None, help="correct actions C (default 10000)")
-    g.add_argument("--target-qpos", type=float, default=None, help="initial Qpos for --init target_qpos")
-    g.add_argument("--sampler", choices=C.SAMPLERS, default=None, help="group sampler (default auto)")
-    u = parser.add_argument_group("update rule")
-    u.add_argument("--objective", choices=C.SURROGATES, default=None,
-                   help="surrogate: linear (eq. 5), reinforce (log-prob), grpo, dapo, cispo")
-    u.add_argument("--advantage", choices=C.ADVANTAGES, default=None, help="mean_centred or grpo (÷ std)")
-    u.add_argument("--optimizer", choices=C.OPTIMISERS, default=None, help="sgd, adam, adamw")
-    u.add_argument("--lr", type=float, default=None, help="learning rate η")
-    u.add_argument("--weight-decay", type=float, default=None, help="AdamW weight decay")
-    u.add_argument("--ppo-epochs", type=int, default=None, help="optimiser steps per group")
-    u.add_argument("--clip-low", type=float, default=None, help="ε_low of grpo/dapo/cispo")
-    u.add_argument("--clip-high", type=float, default=None, help="ε_high of grpo/dapo/cispo")
-    u.add_argument("--entropy-coef", type=float, default=None, help="entropy bonus coefficient")
-    u.add_argument("--kl-coef", type=float, default=None, help="KL(π‖π0) penalty coefficient")
-    u.add_argument("--low-lr-control", action="store_true", help="App. N: lr × m_γ")
-    u.add_argument("--dynamic-sampling", action="store_true", help="DAPO: redraw all-equal groups")
-    u.add_argument("--gamma-schedule", choices=("constant", "warmup", "curriculum", "switch"),
-                   default="constant", help="how γ evolves (target γ from --gamma)")
-    u.add_argument("--gamma-warmup-steps", type=int, default=0, help="warm-up steps (warmup)")
-    u.add_argument("--gamma-switch-step", type=int, default=0, help="first F-GRPO step (switch)")
-    a = parser.add_argument_group("asymmetric GRPO (issue 9, docs/asymmetric-grpo.md)")
-    a.add_argument("--update", choices=UPDATES, default="standard",
-                   help="asym-grpo = --asym-channels --asym-confidence --asym-recompose "
-                        "--dual-clip 1.0 on top of the scenario's update (default standard)")
-    a.add_argument("--asym-channels", action="store_true", help="w⁺ on A > 0, w⁻(π) on A < 0")
-    a.add_argument("--asym-confidence", action="store_true",
-                   help="negatives × b + (1−b)·sigmoid(−KL) of the policy")
-    a.add_argument("--asym-recompose", action="store_true",
-                   help="loss over the draws kept by the batch recomposition")
-    a.add_argument("--dual-clip", type=float, default=None, metavar="MAX_NORM",
-                   help="dual-threshold gradient clip (×1.5 below 0.1) before the optimiser")
-    a.add_argument("--negative-reading", choices=("text", "formula"), default=None,
-                   help="w⁻ reading: text (falls with π, default) or formula (grows with π)")
-    a.add_argument("--kl-direction", choices=("uniform_to_policy", "policy_to_uniform"),
-                   default=None, help="KL of the confidence weight (default uniform_to_policy)")
-
-
 UPDATES = ("standard", "asym-grpo")
 ASYM_GRPO_DUAL_CLIP = 1.0  # max-norm of --update asym-grpo (the article gives no number)
+POLICY_FIELDS = ("init", "num_actions", "num_correct", "target_qpos")
+UPDATE_FIELDS = ("surrogate", "advantage", "adv_eps", "optimizer", "learning_rate", "weight_decay",
+                 "ppo_epochs", "clip_low", "clip_high", "entropy_coef", "kl_coef")
+_PAPER = C.scenario("paper")
+
+
+def _default(field: str, owner: str = "update") -> str:
+    """Help suffix naming the default: the scenario's value (the paper scenario's, for example)."""
+    value = getattr(getattr(_PAPER, owner), field)
+    return f"(default: the scenario's; paper: {value:g})" if isinstance(value, float) else \
+        f"(default: the scenario's; paper: {value})"
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int | None = None,
+                         default_log_every: int | None = None):
+    """Scenario, policy and update-rule options (defaults: the scenario's values)."""
+    g = parser.add_argument_group("scenario and policy")
+    g.add_argument("--scenario", default="paper", choices=tuple(C.SCENARIOS),
+                   help="preset set-up; every option below overrides one of its fields (default: paper)")
+    g.add_argument("--steps", type=int, default=default_steps,
+                   help=f"policy updates T (default: {default_steps or _PAPER.steps})")
+    g.add_argument("--log-every", type=int, default=default_log_every,
+                   help="record metrics every k steps; steps must be a multiple "
+                        f"(default: {default_log_every or _PAPER.log_every})")
+    g.add_argument("--init", choices=C.INIT_KINDS, default=None,
+                   help=f"initial logits {_default('init', 'policy')}")
+    g.add_argument("--num-actions", type=int, default=None,
+                   help=f"V, the number of actions {_default('num_actions', 'policy')}")
+    g.add_argument("--num-correct", type=int, default=None,
+                   help=f"C, correct actions {_default('num_correct', 'policy')}")
+    g.add_argument("--target-qpos", type=float, default=None,
+                   help=f"initial Qpos for --init target_qpos {_default('target_qpos', 'policy')}")
+    g.add_argument("--sampler", choices=C.SAMPLERS, default=None,
+                   help="group sampler: auto picks by N (default: auto)")
+    u = parser.add_argument_group("update rule")
+    u.add_argument("--objective", dest="surrogate", choices=C.SURROGATES, default=None,
+                   help=f"surrogate: linear (eq. 5), reinforce (log-prob), grpo, dapo, cispo "
+                        f"{_default('surrogate')}")
+    u.add_argument("--advantage", choices=C.ADVANTAGES, default=None,
+                   help=f"mean_centred (r − mean) or grpo (÷ std + adv-eps) {_default('advantage')}")
+    u.add_argument("--adv-eps", type=float, default=None,
+                   help=f"ε in the GRPO std denominator {_default('adv_eps')}")
+    u.add_argument("--optimizer", choices=C.OPTIMIZERS, default=None,
+                   help=f"optax optimizer {_default('optimizer')}")
+    u.add_argument("--lr", "--learning-rate", dest="learning_rate", type=float, default=None, metavar="LR",
+                   help=f"learning rate η {_default('learning_rate')}")
+    u.add_argument("--weight-decay", type=float, default=None,
+                   help=f"AdamW decoupled weight decay {_default('weight_decay')}")
+    u.add_argument("--ppo-epochs", type=int, default=None,
+                   help=f"optimizer steps per group {_default('ppo_epochs')}")
+    u.add_argument("--clip-low", type=float, default=None,
+                   help="ε_low of grpo/dapo/cispo (default: the objective's, 0.2 / 0.2 / 1.0)")
+    u.add_argument("--clip-high", type=float, default=None,
+                   help="ε_high of grpo/dapo/cispo (default: the objective's, 0.2 / 0.28 / 5.0)")
+    u.add_argument("--entropy-coef", type=float, default=None,
+                   help=f"entropy bonus coefficient {_default('entropy_coef')}")
+    u.add_argument("--kl-coef", type=float, default=None,
+                   help=f"KL(π‖π0) penalty coefficient {_default('kl_coef')}")
+    u.add_argument("--low-lr-gamma", default=None, metavar="G[,G...]",
+                   help="App. N control: run at lr × m_G (the focal γ stays --gamma, normally 0); "
+                        "a list runs one method per value, 0 = no control (default: 0)")
+    u.add_argument("--dynamic-sampling", action="store_true",
+                   help="DAPO: redraw all-equal groups (default: off)")
+    u.add_argument("--gamma-schedule", choices=focal.GAMMA_SCHEDULES, default="constant",
+                   help="how γ evolves during a run; the target γ is --gamma (default: constant)")
+    u.add_argument("--gamma-warmup-steps", type=int, default=0,
+                   help="steps of the linear γ warm-up, for --gamma-schedule warmup (default: 0)")
+    u.add_argument("--gamma-switch-step", type=int, default=0,
+                   help="first F-GRPO step, for --gamma-schedule switch (default: 0)")
+    u.add_argument("--gamma-start", type=float, default=0.0,
+                   help="γ at step 0 (warmup, epoch_increment, step_ramp) or below --gamma-success-low "
+                        "(success_ramp) (default: 0)")
+    u.add_argument("--gamma-success-low", type=float, default=0.3,
+                   help="success_ramp: success rate at or below which γ = --gamma-start (default: 0.3)")
+    u.add_argument("--gamma-success-high", type=float, default=0.7,
+                   help="success_ramp: success rate at or above which γ = --gamma (default: 0.7)")
+    u.add_argument("--gamma-steps-per-epoch", type=int, default=1,
+                   help="epoch_increment: steps per epoch (the simulator has one prompt; default: 1)")
+    u.add_argument("--gamma-warmup-epochs", type=int, default=0,
+                   help="epoch_increment: epochs before γ grows (default: 0)")
+    u.add_argument("--gamma-increment", type=float, default=0.1,
+                   help="epoch_increment: γ added per epoch, capped at --gamma (default: 0.1)")
+    u.add_argument("--gamma-ramp-start", type=int, default=0,
+                   help="step_ramp: last step at --gamma-start (article: 1000; default: 0)")
+    u.add_argument("--gamma-ramp-steps", type=int, default=1,
+                   help="step_ramp: steps per unit of γ, capped at --gamma (article: 2000; default: 1)")
+    a = parser.add_argument_group("asymmetric GRPO (docs/asymmetric-grpo.md)")
+    a.add_argument("--update", choices=UPDATES, default="standard",
+                   help="asym-grpo = --asym-channels --asym-confidence --asym-recompose "
+                        f"--dual-clip {ASYM_GRPO_DUAL_CLIP:g} on top of the scenario's update "
+                        "(default: standard)")
+    a.add_argument("--asym-channels", action="store_true",
+                   help="w⁺ on A > 0, w⁻(π) on A < 0 (default: off)")
+    a.add_argument("--asym-confidence", action="store_true",
+                   help="negatives × b + (1−b)·sigmoid(−KL) of the policy (default: off)")
+    a.add_argument("--asym-recompose", action="store_true",
+                   help="loss over the draws kept by the batch recomposition (default: off)")
+    a.add_argument("--dual-clip", type=float, default=None, metavar="MAX_NORM",
+                   help="dual-threshold gradient clip (×1.5 below 0.1) before the optimizer "
+                        "(default: off)")
+    a.add_argument("--negative-reading", choices=NEGATIVE_READINGS, default=None,
+                   help="w⁻ reading: text (falls with π) or formula (grows with π) (default: text)")
+    a.add_argument("--kl-direction", choices=KL_DIRECTIONS, default=None,
+                   help="KL of the confidence weight (default: uniform_to_policy)")
 
 
 def _asymmetric_overrides(args) -> dict:
@@ -81,37 +143,42 @@ def _asymmetric_overrides(args) -> dict:
     return upd
 
 
-_POLICY = {"init": "init", "num_actions": "num_actions", "num_correct": "num_correct",
-           "target_qpos": "target_qpos"}
-_UPDATE = {"objective": "surrogate", "advantage": "advantage", "optimizer": "optimiser",
-           "lr": "learning_rate", "weight_decay": "weight_decay", "ppo_epochs": "ppo_epochs",
-           "clip_low": "clip_low", "clip_high": "clip_high", "entropy_coef": "entropy_coef",
-           "kl_coef": "kl_coef"}
-
-
 def config_from_args(args) -> C.SimConfig:
-    """The scenario with every given override applied (validated: CatsimError on bad values)."""
+    """The scenario with every given override applied (validated: CatsimError on bad values).
+
+    `--low-lr-gamma` is not part of it: pass `low_lr_gammas(args)` to simulate / sweep."""
     base = C.scenario(args.scenario)
-    pol = {v: getattr(args, k) for k, v in _POLICY.items() if getattr(args, k) is not None}
-    upd = {v: getattr(args, k) for k, v in _UPDATE.items() if getattr(args, k) is not None}
-    if args.low_lr_control:
-        upd["low_lr_control"] = True
+    pol = {k: getattr(args, k) for k in POLICY_FIELDS if getattr(args, k) is not None}
+    upd = {k: getattr(args, k) for k in UPDATE_FIELDS if getattr(args, k) is not None}
     if args.dynamic_sampling:
         upd["dynamic_sampling"] = True
     upd.update(_asymmetric_overrides(args))
-    upd["gamma"] = GammaSchedule(kind=args.gamma_schedule, warmup_steps=args.gamma_warmup_steps,
-                                 switch_step=args.gamma_switch_step)
+    custom = bool(pol or upd or args.gamma_schedule != "constant")
+    upd["gamma"] = GammaSchedule(
+        kind=args.gamma_schedule, gamma_start=args.gamma_start, warmup_steps=args.gamma_warmup_steps,
+        switch_step=args.gamma_switch_step, success_low=args.gamma_success_low,
+        success_high=args.gamma_success_high, steps_per_epoch=args.gamma_steps_per_epoch,
+        warmup_epochs=args.gamma_warmup_epochs, increment=args.gamma_increment,
+        ramp_start=args.gamma_ramp_start, ramp_steps=args.gamma_ramp_steps)
     top = {}
     for name in ("steps", "log_every", "sampler"):
         if getattr(args, name) is not None:
             top[name] = getattr(args, name)
-    custom = bool(pol or set(upd) - {"gamma"} or args.low_lr_control or args.dynamic_sampling
-                  or args.gamma_schedule != "constant")
     update = dataclasses.replace(base.update, **upd)
     cfg = dataclasses.replace(base, policy=dataclasses.replace(base.policy, **pol), update=update, **top)
     if custom:  # a modified scenario gets a label that says so
         cfg = dataclasses.replace(cfg, method=f"{args.scenario}+{update.label}")
     return cfg
+
+
+def low_lr_gammas(args) -> list[float] | None:
+    """The App. N control values of --low-lr-gamma (None when not given)."""
+    if args.low_lr_gamma is None:
+        return None
+    values = parse_float_list(args.low_lr_gamma, "--low-lr-gamma")
+    if any(g < 0 for g in values):
+        raise CatsimError(f"--low-lr-gamma: values must be >= 0, got {args.low_lr_gamma!r}")
+    return values
 
 
 def group_sizes(text: str) -> list[int]:

@@ -6,16 +6,19 @@ import argparse
 import csv
 import json
 import sys
-from dataclasses import asdict
+import textwrap
 from pathlib import Path
-
-import numpy as np
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
-from catsim.plots.tail_miss import reproduce_figures  # re-exported for `catsim reproduce`
+from catsim.experiments.theory import (
+    custom_lemma_figure,
+    peak_table,
+    reproduce_figures,
+    tail_miss_table,
+)
 
-__all__ = ["register", "reproduce_figures", "run", "tail_miss_table", "peak_table"]
+__all__ = ["register", "run"]
 
 DEFAULT_PEAK_TAU = (0.001, 0.01, 0.05)
 DEFAULT_PEAK_MU = (0.2, 0.5, 0.8)
@@ -28,21 +31,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lemma",
         help="Lemma 3.1 (tail-miss probability): figures, tables, peak table",
-        description=(
+        description=textwrap.fill(
             "Pr(group active and rare correct subset unsampled) = (1-tau)^N - (mu-tau)^N - (1-mu)^N. "
             "Without --format/--peaks: write Fig. 3 (panels per --mu-pos, curves per --rho or --tau, "
             "N on a log2 axis) and Fig. 5 (mu=0.64, tau=6.3e-5, N=2^0..2^17) as PNG and PDF to --out. "
             "Lists accept commas and ranges: 1:512, 2^0:2^17, 0.1:0.5:0.1."
-        ),
+        , width=80, break_on_hyphens=False),
+        epilog="examples:\n  catsim lemma --out figures                  # Fig. 3 and Fig. 5\n"
+               "  catsim lemma --peaks --tau 0.01 --mu-pos 0.5 --format csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--n", help="group sizes N (default 1:512)")
-    parser.add_argument("--tau", help="rare-subset masses tau (alternative to --rho)")
-    parser.add_argument("--rho", help="tau as a fraction of mu_pos, rho = tau/mu (default 0.01,0.05,0.1,0.2)")
-    parser.add_argument("--mu-pos", dest="mu_pos", help="correct mass mu_pos per panel (default 0.8,0.5,0.2)")
-    parser.add_argument("--format", choices=("csv", "json"), help="print a table to stdout instead of plotting")
+    parser.add_argument("--n", help="group sizes N (default: 1:512)")
+    parser.add_argument("--tau", help="rare-subset masses tau, instead of --rho (default: from --rho)")
+    parser.add_argument("--rho", help="tau as a fraction of mu_pos, rho = tau/mu (default: 0.01,0.05,0.1,0.2)")
+    parser.add_argument("--mu-pos", dest="mu_pos", help="correct mass mu_pos per panel (default: 0.8,0.5,0.2)")
+    parser.add_argument("--format", choices=("csv", "json"), help="print a table to stdout instead of plotting (default: plot)")
     parser.add_argument("--peaks", action="store_true",
-                        help="print the peak table (default tau 0.001,0.01,0.05 x mu_pos 0.2,0.5,0.8)")
-    parser.add_argument("--out", default="figures", help="directory for figures (default figures/)")
+                        help="print the peak table instead (tau 0.001,0.01,0.05 x mu_pos 0.2,0.5,0.8 "
+                             "unless given; default: off)")
+    parser.add_argument("--out", default="figures", help="directory for figures (default: figures)")
     parser.set_defaults(func=run)
 
 
@@ -57,27 +64,6 @@ def _curve_taus(args: argparse.Namespace, mus: list[float]) -> list[tuple[float,
         if not 0 < rho < 1:
             raise CatsimError(f"--rho: need 0 < rho < 1, got {rho:g}")
     return [(rho * m, m) for m in mus for rho in rhos]
-
-
-def tail_miss_table(ns, pairs) -> list[dict]:
-    """Rows n, tau, mu_pos, pr_tail_miss, pr_active for every N and every (tau, mu_pos) pair."""
-    from catsim.theory.tail_miss import active_probability, tail_miss_probability
-
-    rows = []
-    n_arr = np.asarray(ns, dtype=float)
-    for tau, mu in pairs:
-        pr = np.atleast_1d(tail_miss_probability(n_arr, tau, mu))
-        act = np.atleast_1d(active_probability(n_arr, mu))
-        rows += [{"n": int(k), "tau": tau, "mu_pos": mu, "pr_tail_miss": float(p), "pr_active": float(a)}
-                 for k, p, a in zip(n_arr, pr, act)]
-    return rows
-
-
-def peak_table(pairs) -> list[dict]:
-    """One row per (tau, mu_pos): the fields of `catsim.theory.tail_miss.TailMissPeak`."""
-    from catsim.theory.tail_miss import tail_miss_peak
-
-    return [asdict(tail_miss_peak(tau, mu)) for tau, mu in pairs]
 
 
 def _print_rows(rows: list[dict], columns: tuple[str, ...], fmt: str | None) -> None:
@@ -122,8 +108,6 @@ def run(args: argparse.Namespace) -> int:
 
     # Validate the whole grid before drawing anything.
     tail_miss_table(ns, pairs)
-    from catsim.plots.tail_miss import figure_tail_miss_panels, save
-
     out = Path(args.out)
     custom = any(v is not None for v in (args.n, args.tau, args.rho, args.mu_pos))
     if custom:
@@ -131,8 +115,7 @@ def run(args: argparse.Namespace) -> int:
         rhos = None if taus is not None else sorted({round(t / m, 15) for t, m in pairs}, key=float)
         if args.rho is not None:
             rhos = parse_float_list(args.rho, "--rho")
-        fig = figure_tail_miss_panels(mus=mus, ns=ns, rhos=rhos, taus=taus)
-        paths = save(fig, out, "lemma31_custom")
+        paths = custom_lemma_figure(out, mus=mus, ns=ns, rhos=rhos, taus=taus)
     else:
         paths = reproduce_figures(out)
     for path in paths:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
@@ -16,32 +17,39 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "mass-step",
         help="one policy-gradient step on a categorical policy: dQpos, dQu,pos (first order, exact)",
-        description=(
+        description=textwrap.fill(
             "Apply one SGD step (gradient of the shared surrogate, step --eta) to the policy --probs "
             "for the group --draws, and print the first-order (subset-mass identity) and exact "
             "(softmax of z+dz) changes of Qpos and Qu,pos with their terms. Defaults are the worked "
             "example of docs/theory.md. Rules: paper = eq. 5 (distinct sampled sets, raw rewards), "
             "linear = App. J surrogate with repeated draws, logprob = REINFORCE."
-        ),
+        , width=80, break_on_hyphens=False),
+        epilog="examples:\n  catsim mass-step                              # the worked example\n"
+               "  catsim mass-step --rule linear --gamma 1 --format json\n"
+               "  catsim mass-step --figure --groups 300 --out figures",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--probs", default=WORKED["probs"], help="policy probabilities (sum to 1)")
-    parser.add_argument("--correct", default=WORKED["correct"], help="indices of correct actions")
-    parser.add_argument("--draws", default=WORKED["draws"], help="sampled action indices (repeats allowed)")
-    parser.add_argument("--rule", choices=mass.RULES, default="logprob")
+    parser.add_argument("--probs", default=WORKED["probs"], help=f"policy probabilities, sum to 1 (default: {WORKED['probs']})")
+    parser.add_argument("--correct", default=WORKED["correct"], help=f"indices of correct actions (default: {WORKED['correct']})")
+    parser.add_argument("--draws", default=WORKED["draws"], help=f"sampled action indices, repeats allowed (default: {WORKED['draws']})")
+    parser.add_argument("--rule", choices=mass.RULES, default="logprob",
+                        help="update rule (default: logprob)")
     parser.add_argument("--advantage", choices=mass.ADVANTAGES,
                         help="per-draw weights (default: raw for paper, centered for linear, grpo for logprob)")
-    parser.add_argument("--rc", type=float, default=1.0, help="reward of a correct draw Rc (default 1)")
-    parser.add_argument("--rw", type=float, default=0.0, help="reward of a wrong draw Rw (default 0)")
-    parser.add_argument("--gamma", type=float, default=0.0, help="focal exponent: weights x (1 - mu_hat)^gamma")
-    parser.add_argument("--eps", type=float, default=0.0, help="GRPO std epsilon (default 0)")
-    parser.add_argument("--eta", type=float, default=0.01, help="step size (default 0.01)")
-    parser.add_argument("--format", choices=("json",), help="print JSON instead of a table")
+    parser.add_argument("--rc", type=float, default=1.0, help="reward of a correct draw Rc (default: 1)")
+    parser.add_argument("--rw", type=float, default=0.0, help="reward of a wrong draw Rw (default: 0)")
+    parser.add_argument("--gamma", type=float, default=0.0, help="focal exponent: weights x (1 - mu_hat)^gamma (default: 0)")
+    parser.add_argument("--eps", type=float, default=0.0, help="GRPO std epsilon (default: 0)")
+    parser.add_argument("--eta", type=float, default=0.01, help="step size (default: 0.01)")
+    parser.add_argument("--format", choices=("json",), help="print JSON instead of a table (default: table)")
     parser.add_argument("--figure", action="store_true",
-                        help="instead: write the (dQpos, dQu,pos) figure at the paper init, N in {8, 256, 131072}")
+                        help="instead: write the (dQpos, dQu,pos) figure at the paper init, N in {8, 256, 131072} "
+                             "(default: off)")
     parser.add_argument("--derivations", action="store_true",
-                        help="instead: print every SymPy residual (0 = proved) and the REINFORCE vs Prop. 3.2 residual")
-    parser.add_argument("--groups", type=int, default=300, help="groups per N for --figure (default 300)")
-    parser.add_argument("--out", default="figures", help="directory for --figure (default figures/)")
+                        help="instead: print every SymPy residual (0 = proved) and the REINFORCE vs Prop. 3.2 "
+                             "residual (default: off)")
+    parser.add_argument("--groups", type=int, default=300, help="groups per N for --figure (default: 300)")
+    parser.add_argument("--out", default="figures", help="directory for --figure (default: figures)")
     parser.set_defaults(func=run)
 
 
@@ -91,7 +99,7 @@ def format_table(result: mass.MassStepResult, config: mass.MassStepConfig) -> st
 
 
 def _figure(args: argparse.Namespace) -> int:
-    from catsim.plots.mass import reproduce_mass_figure
+    from catsim.experiments.theory import reproduce_mass_figure
 
     if args.groups < 1:
         raise CatsimError("--groups must be >= 1")

@@ -26,14 +26,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "reproduce",
         help="regenerate figures/ and run all checks (lemma, mass, verify, sim, llm)",
-        description=__doc__.split("\n\n")[0],
+        description=__doc__,
+        epilog="examples:\n  catsim reproduce --quick --figures /tmp/figs --runs /tmp/runs\n"
+               "  catsim reproduce --skip llm,verify          # full Fig. 2 and the theory figures",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--quick", action="store_true",
-                        help="reduced simulator grid, quick checks and a tiny LLM pipeline (minutes)")
-    parser.add_argument("--figures", default="figures", help="where figures go (default figures/)")
+                        help="reduced simulator grid, quick checks and a tiny LLM pipeline (minutes; "
+                             "default: the full versions)")
+    parser.add_argument("--figures", default="figures", help="where figures go (default: figures)")
     parser.add_argument("--runs", default="runs/reproduce",
-                        help="where intermediate results go (default runs/reproduce/)")
-    parser.add_argument("--skip", default="", help=f"comma list of steps to skip: {','.join(STEPS)}")
+                        help="where intermediate results go (default: runs/reproduce)")
+    parser.add_argument("--skip", default="", metavar="STEP[,STEP...]",
+                        help=f"comma list of steps to skip, from {', '.join(STEPS)} (default: none)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 unless every regenerated published number agrees within its "
                              "tolerance (docs/reproducibility.md)")
@@ -53,7 +58,7 @@ def _skipped(text: str) -> set[str]:
 
 
 def _lemma(args, figures: Path, runs: Path) -> bool:
-    from catsim.plots.tail_miss import reproduce_figures
+    from catsim.experiments.theory import reproduce_figures
 
     for path in reproduce_figures(figures):
         print(f"wrote {path}")
@@ -61,7 +66,7 @@ def _lemma(args, figures: Path, runs: Path) -> bool:
 
 
 def _mass(args, figures: Path, runs: Path) -> bool:
-    from catsim.plots.mass import reproduce_mass_figure
+    from catsim.experiments.theory import reproduce_mass_figure
 
     paths, _ = reproduce_mass_figure(figures, groups=300)
     for path in paths:
@@ -76,7 +81,7 @@ def _verify(args, figures: Path, runs: Path) -> bool:
 
 
 def _sim(args, figures: Path, runs: Path) -> bool:
-    from catsim.sim.sweep import reproduce
+    from catsim.experiments.fig2 import reproduce
 
     result = reproduce(runs / ("sim-quick" if args.quick else "sim-full"), quick=args.quick)
     target = figures / ("fig2_quick.png" if args.quick else "fig2_paper.png")
@@ -86,7 +91,7 @@ def _sim(args, figures: Path, runs: Path) -> bool:
 
 
 def _llm(args, figures: Path, runs: Path) -> bool:
-    from catsim.llm.pipeline import run_pipeline
+    from catsim.experiments.llm_pipeline import run_pipeline
 
     report = run_pipeline(runs / ("llm-quick" if args.quick else "llm-default"), quick=args.quick)
     target_dir = figures / ("llm-rl-quick" if args.quick else "llm-rl")

@@ -6,28 +6,41 @@ import argparse
 import json
 import math
 
-from catsim.cli._simargs import add_config_arguments, config_from_args, gammas, group_sizes
+from catsim.cli._simargs import (
+    add_config_arguments,
+    config_from_args,
+    gammas,
+    group_sizes,
+    low_lr_gammas,
+)
 
 FIELDS = ("qpos", "mret", "entropy", "anchor_prob", "share_rose", "worst_drop")
+EXAMPLE = """example:
+  catsim simulate --n 2,256,8192 --gamma 0,1 --seeds 2 --steps 200
+  catsim simulate --gamma 0 --low-lr-gamma 0,0.5      # GRPO, and GRPO at lr × m_0.5 (App. N)"""
 
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "simulate", help="run the categorical-policy simulator (paper Fig. 2 set-up)",
-        description="Run the softmax-policy simulator of the paper's §5.1 / App. J and print the "
-                    "final metrics of every (N, γ, seed). Default scenario: paper.")
-    parser.add_argument("--n", default="256", help="group size(s) N: 256, 2,8,32 or 2^1:2^17")
-    parser.add_argument("--gamma", default="0", help="focal γ value(s), e.g. 0,1")
-    parser.add_argument("--seed", type=int, default=0, help="seed of a single run (default 0)")
-    parser.add_argument("--seeds", type=int, default=None, help="run seeds 0…K−1 together")
+        description="Run the softmax-policy simulator of the paper's §5.1 / App. J and print the\n"
+                    "final metrics of every (method, N, γ, seed). Default scenario: paper.",
+        epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", default="256", help="group size(s) N: 256, 2,8,32 or 2^1:2^17 (default: 256)")
+    parser.add_argument("--gamma", default="0", help="focal γ value(s), e.g. 0,1 (default: 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of a single run (default: 0)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="run seeds 0…K−1 together instead of --seed (default: off)")
     parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="table (default) or one JSON object per line per (N, γ, seed)")
-    parser.add_argument("--progress", action="store_true", help="progress bar on stderr")
+                        help="a table, or one JSON object per line per (method, N, γ, seed) "
+                             "(default: table)")
+    parser.add_argument("--progress", action="store_true", help="progress bar on stderr (default: off)")
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
-                        help="split runs over all local devices (default on; same results)")
+                        help="split runs over all local devices; same results (default: on)")
     parser.add_argument("--cpu-devices", type=int, default=None,
-                        help="CPU cores to use as JAX devices (default: all; 1 = one device)")
-    parser.add_argument("--save", default=None, help="also write all recorded metrics to this .npz")
+                        help="CPU cores to use as JAX devices; 1 = one device (default: all)")
+    parser.add_argument("--save", default=None,
+                        help="also write all recorded metrics to this .npz (default: none)")
     add_config_arguments(parser)
     parser.set_defaults(func=run)
 
@@ -35,9 +48,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from catsim.errors import CatsimError
     from catsim.sim.engine import use_cpu_cores
-    from catsim.sim.sweep import simulate
+    from catsim.sim.sweep import learning_rate_for, low_lr_variants, simulate
 
     cfg = config_from_args(args)
+    controls = low_lr_gammas(args)
+    sizes, gamma_values = group_sizes(args.n), gammas(args.gamma)
     if args.seeds is not None and args.seeds < 1:
         raise CatsimError(f"--seeds must be >= 1, got {args.seeds}")
     if args.seeds is None and args.seed < 0:
@@ -45,30 +60,35 @@ def run(args) -> int:
     seeds = args.seeds if args.seeds is not None else [args.seed]
     if args.shard:
         use_cpu_cores(args.cpu_devices)
-    results = simulate(cfg, group_sizes=group_sizes(args.n), gammas=gammas(args.gamma),
-                       seeds=seeds, progress=args.progress, shard=args.shard)
+    results = simulate(cfg, group_sizes=sizes, gammas=gamma_values, seeds=seeds,
+                       low_lr_gammas=controls, progress=args.progress, shard=args.shard)
     if args.save:
         results.save(args.save)
-    method = results.methods[0]
     rows = []
-    for g in results.gammas:
-        for n in results.group_sizes:
-            for s in results.seeds:
-                row = {"method": method, "n": n, "gamma": g, "seed": s, "steps": cfg.steps}
-                for name in FIELDS:
-                    row[name] = float(results.sel(name, method=method, gamma=g, n=n, seed=s)[-1])
-                rows.append(row)
+    for method in results.methods:
+        for g in results.gammas:
+            for n in results.group_sizes:
+                for s in results.seeds:
+                    row = {"method": method, "n": n, "gamma": g, "seed": s, "steps": cfg.steps}
+                    for name in FIELDS:
+                        row[name] = float(results.sel(name, method=method, gamma=g, n=n, seed=s)[-1])
+                    rows.append(row)
     if args.format == "json":
         for row in rows:
             print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v)
                               for k, v in row.items()}))
         return 0
-    print(f"method {method}: {cfg.update.optimiser} on {cfg.update.surrogate}, "
-          f"lr {cfg.update.learning_rate:g}, V={cfg.policy.num_actions}, "
-          f"C={cfg.policy.num_correct}, {cfg.steps} steps")
-    head = f"{'N':>7} {'gamma':>5} {'seed':>4} " + " ".join(f"{f:>11}" for f in FIELDS)
-    print(head)
+    for variant in low_lr_variants(cfg, controls):
+        upd = variant.update
+        control = f" (× m_{upd.low_lr_gamma:g} = {learning_rate_for(variant):g})" if upd.low_lr_gamma else ""
+        print(f"method {variant.method_label}: {upd.optimizer} on {upd.surrogate}, "
+              f"lr {upd.learning_rate:g}{control}, V={variant.policy.num_actions}, "
+              f"C={variant.policy.num_correct}, {variant.steps} steps")
+    width = max(map(len, results.methods)) if len(results.methods) > 1 else 0
+    method_head = f"{'method':<{width}} " if width else ""
+    print(method_head + f"{'N':>7} {'gamma':>5} {'seed':>4} " + " ".join(f"{f:>11}" for f in FIELDS))
     for row in rows:
-        print(f"{row['n']:>7} {row['gamma']:>5g} {row['seed']:>4} "
+        method = f"{row['method']:<{width}} " if width else ""
+        print(f"{method}{row['n']:>7} {row['gamma']:>5g} {row['seed']:>4} "
               + " ".join(f"{row[f]:>11.5g}" for f in FIELDS))
     return 0

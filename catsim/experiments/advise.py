@@ -53,7 +53,7 @@ def sample_answers(model_dir, *, task_name: str | None = None, task_options: dic
 
 
 def advise_model(model_dir, *, group_sizes, n: int = 64, n_prompts: int = 64, split: str = "train",
-                 rule: planning.RareRule = planning.RareRule(), n_boot: int = 200, seed: int = 0,
+                 rule: planning.RareRule | None = None, n_boot: int = 200, seed: int = 0,
                  target_risk: float = 0.1, max_new_tokens: int = 0, batch_size: int = 256,
                  task_name: str | None = None, task_options: dict | None = None):
     """Sample, estimate and advise: (planning.Advice, meta dict with the task and prompt indices)."""
@@ -62,7 +62,7 @@ def advise_model(model_dir, *, group_sizes, n: int = 64, n_prompts: int = 64, sp
     labels, correct, prompts, task = sample_answers(model_dir, task_name=task_name, task_options=task_options,
                                                     split=split, n_prompts=n_prompts, n=n, seed=seed,
                                                     max_new_tokens=max_new_tokens, batch_size=batch_size)
-    advice = planning.advise(labels, correct, group_sizes, rule=rule, n_boot=n_boot, seed=seed,
+    advice = planning.advise(labels, correct, group_sizes, rule=rule or planning.RareRule(), n_boot=n_boot, seed=seed,
                              target_risk=target_risk)
     meta = {"model": str(model_dir), "task": task.name, "split": split,
             "prompt_indices": [int(p.index) for p in prompts], "seed": seed}

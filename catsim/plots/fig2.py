@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.sim.analysis import regimes_of
 from catsim.sim.results import SimResults
 
 CURVE_GROUP_SIZES = (2, 256, 8192, 131072)  # the N shown in panels (a) and (b), as in the paper
@@ -33,8 +34,6 @@ def plot_fig2(results: SimResults, path, *, method: str | None = None,
               curve_sizes=CURVE_GROUP_SIZES) -> Path:
     """Draw Fig. 2 for `method` (default: the first) and save it to `path` (.png, .pdf, …)."""
     import matplotlib.pyplot as plt
-
-    from catsim.sim.sweep import regimes_of
 
     method = method or results.methods[0]
     gammas = sorted(results.gammas)[:2]

@@ -1,8 +1,9 @@
-"""The method-comparison figure of the LLM pipeline (issue 9: GRPO vs F-GRPO vs asym-GRPO).
+"""The method-comparison figure of the LLM pipeline (GRPO vs F-GRPO vs asym-GRPO).
 
 One row per task: training reward vs RL step (with the steps-to-target line), held-out accuracy
 at τ = 1 vs step (when measured), pass@1 by difficulty level (when the task has levels), and
-pass@k vs k. Lines are means over seeds, bands / error bars the seed range.
+pass@k vs k. Lines are means over seeds, bands / error bars the seed range. Input: the
+pipeline's results dict (results.json); training curves from each run entry's `curves`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.plots.llm_rl import _at, _by_label, passk_panel
+from catsim.plots.llm_rl import _at, _by_label, _steps, curves_by_label, missing_curves, passk_panel
 
 
 def _not_measured(ax, text: str) -> None:
@@ -27,9 +28,7 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from catsim.llm.pipeline import training_logs
-
-    logs = training_logs(results)
+    logs = curves_by_label(results)
     tasks = list(results["tasks"].items())
     fig, axes = plt.subplots(len(tasks), 4, figsize=(18, 3.8 * len(tasks)), squeeze=False)
     target = results["config"].get("target_reward")
@@ -37,10 +36,11 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
         groups = _by_label(tr)
         colors = dict(zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4))
         ax = row[0]
-        for label, runs in logs[tname].items():
-            length = min(len(r) for r in runs)
-            vals = np.asarray([[rec["reward"] for rec in r[:length]] for r in runs], np.float64)
-            steps = np.arange(1, length + 1)
+        if tname not in logs:
+            missing_curves(ax)
+        for label, runs in logs.get(tname, {}).items():
+            vals = _steps(runs, "reward")
+            steps = np.arange(1, vals.shape[1] + 1)
             ax.plot(steps, vals.mean(axis=0), color=colors[label], label=label)
             if len(runs) > 1:
                 ax.fill_between(steps, vals.min(axis=0), vals.max(axis=0), color=colors[label], alpha=0.15)
@@ -48,7 +48,8 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
             ax.axhline(target, color="k", ls=":", lw=1, label=f"target {target:g}")
         ax.set_title(f"{tname}: training reward (rollout τ)", fontsize=9)
         ax.set_xlabel("RL step")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
         ax = row[1]
         if not any(e.get("heldout_curve") for entries in groups.values() for e in entries):
             _not_measured(ax, "held-out accuracy not measured\n(RL option --heldout-every K)")

@@ -1,6 +1,8 @@
 """Figures of the LLM pipeline report: pass@k curves, training dynamics, Lemma 3.1 overlay.
 
-Each function takes the pipeline's `results` dict (results.json) and writes one PNG.
+Each function takes the pipeline's `results` dict (results.json, as written by
+`catsim.experiments.llm_pipeline`) and writes one PNG; the training curves come from each run
+entry's `curves` ({metric: [value per RL step]}), never from the run directories.
 """
 
 from __future__ import annotations
@@ -28,6 +30,29 @@ def _by_label(task_res: dict) -> dict:
     for entry in task_res["runs"].values():
         groups.setdefault(entry["label"], []).append(entry)
     return groups
+
+
+def curves_by_label(results: dict) -> dict:
+    """{task: {label: [curves of each seed]}} for the runs whose entry has `curves`."""
+    out: dict = {}
+    for tname, tr in results["tasks"].items():
+        for entry in tr["runs"].values():
+            if entry.get("curves"):
+                out.setdefault(tname, {}).setdefault(entry["label"], []).append(entry["curves"])
+    return out
+
+
+def missing_curves(ax) -> None:
+    """Mark a panel whose runs have no recorded curves (results.json from before they were kept)."""
+    ax.text(0.5, 0.5, "training curves not in results.json\n(run directories gone)", ha="center",
+            va="center", transform=ax.transAxes, fontsize=9, color="0.4")
+
+
+def _steps(curves: list, key: str) -> np.ndarray:
+    """[seed, step] float array of `key` over the common length (NaN where a step has no value)."""
+    length = min(len(c["reward"]) for c in curves)
+    return np.asarray([[np.nan if v is None else v for v in (c.get(key) or [None] * length)[:length]]
+                       for c in curves], np.float64)
 
 
 def passk_panel(ax, task_res: dict, colors: dict | None = None) -> None:
@@ -64,28 +89,27 @@ def plot_passk_curves(results: dict, path: str | Path) -> Path:
 
 def plot_training_dynamics(results: dict, path: str | Path) -> Path:
     """Per task: reward, entropy, active fraction and mean focal weight vs RL step (seed means)."""
-    from catsim.llm.pipeline import training_logs
-
     plt = _plt()
-    logs = training_logs(results)
+    logs = curves_by_label(results)
     keys = [("reward", "train reward"), ("entropy", "entropy (nats)"), ("active_fraction", "active groups"),
             ("mean_g", "mean focal weight g")]
-    tasks = list(logs.items())
+    tasks = [(tname, logs.get(tname, {})) for tname in results["tasks"]]
     fig, axes = plt.subplots(len(tasks), len(keys), figsize=(4 * len(keys), 3 * len(tasks)), squeeze=False)
     for row, (tname, by_label) in zip(axes, tasks):
         for ax, (key, title) in zip(row, keys):
+            if not by_label:
+                missing_curves(ax)
             for label, runs in by_label.items():
-                length = min(len(r) for r in runs)
-                vals = np.asarray([[np.nan if rec.get(key) is None else rec[key] for rec in r[:length]]
-                                   for r in runs], np.float64)
-                steps = np.arange(1, length + 1)
+                vals = _steps(runs, key)
+                steps = np.arange(1, vals.shape[1] + 1)
                 with warnings.catch_warnings():  # all-null columns (e.g. mean_g with no active group)
                     warnings.simplefilter("ignore", RuntimeWarning)
                     ax.plot(steps, np.nanmean(vals, axis=0), label=label)
             ax.set_title(f"{tname}: {title}", fontsize=9)
             ax.set_xlabel("RL step")
             ax.grid(alpha=0.3)
-        row[0].legend(fontsize=7)
+        if by_label:
+            row[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -95,10 +119,8 @@ def plot_training_dynamics(results: dict, path: str | Path) -> Path:
 def plot_theory_overlay(results: dict, path: str | Path) -> Path:
     """Lemma 3.1: measured share of active groups per step against 1 − μ^N − (1 − μ)^N at the
     step's mean success rate μ̄ (curves for each N, points = steps of every run)."""
-    from catsim.llm.pipeline import training_logs
-
     plt = _plt()
-    logs = training_logs(results)
+    logs = curves_by_label(results)
     fig, ax = plt.subplots(figsize=(6, 4.5))
     mu = np.linspace(0, 1, 201)
     sizes = sorted({e["group_size"] for tr in results["tasks"].values() for e in tr["runs"].values()})
@@ -109,10 +131,12 @@ def plot_theory_overlay(results: dict, path: str | Path) -> Path:
     for ti, (tname, by_label) in enumerate(logs.items()):
         for li, (label, runs) in enumerate(by_label.items()):
             n = next(e["group_size"] for e in results["tasks"][tname]["runs"].values() if e["label"] == label)
-            x = [rec["success_rate"] for r in runs for rec in r]
-            y = [rec["active_fraction"] for r in runs for rec in r]
+            x = [v for c in runs for v in c["success_rate"]]
+            y = [v for c in runs for v in c["active_fraction"]]
             ax.scatter(x, y, s=8, alpha=0.5, color=colors[n], marker=markers[(ti + li) % len(markers)],
                        label=f"{tname}: {label}")
+    if not logs:
+        missing_curves(ax)
     ax.set_xlabel("batch success rate μ̄")
     ax.set_ylabel("share of active groups")
     ax.set_title("Active groups vs Lemma 3.1 (points: RL steps)")

@@ -1,77 +1,19 @@
 """Figure of Prop. 3.2's phenomenon: the joint distribution of (ΔQpos, ΔQu,pos) over one step
-from the paper's initial policy, per group size N."""
+from the paper's initial policy, per group size N (samples drawn by `catsim.experiments.theory`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
-
-import numpy as np
 
 from catsim.theory import mass
 
-# App. J / §5.1: linear surrogate on mean-centred rewards R = ±1, plain gradient step η = 1e-2.
-SIMULATION_STEP = mass.MassStepConfig(
-    rule="linear", advantage="centered", reward_correct=1.0, reward_wrong=-1.0, eta=1e-2
-)
 
+def figure_joint_changes(samples: Sequence, config: mass.MassStepConfig):
+    """One scatter panel per N: ΔQpos (x) against ΔQu,pos (y), share of rise/fall steps in the title.
 
-@dataclass(frozen=True)
-class JointSample:
-    """One-step changes from the initial policy for `groups` random groups of size n."""
-
-    n: int  # group size N
-    dqpos: np.ndarray  # [groups] exact ΔQpos of each step
-    dqupos: np.ndarray  # [groups] exact ΔQu,pos of each step
-
-    @property
-    def share_rise_fall(self) -> float:
-        """Fraction of steps where Qpos rises while Qu,pos falls."""
-        return float(np.mean((self.dqpos > 0) & (self.dqupos < 0)))
-
-
-def sample_joint_changes(
-    ns: Sequence[int] = (8, 256, 131072),
-    groups: int = 300,
-    seed: int = 0,
-    config: mass.MassStepConfig = SIMULATION_STEP,
-    num_actions: int = 128_000,
-    num_correct: int = 10_000,
-    progress: bool = False,
-) -> list[JointSample]:
-    """Draw `groups` groups per N from the paper initialisation and apply one step to each.
-
-    Per-group draws come from a NumPy Generator seeded with (seed, n, group index), so results do
-    not depend on the order of N or on `groups`. Exact changes (not first order) are reported.
+    samples: objects with `n`, `dqpos` [groups], `dqupos` [groups] and `share_rise_fall`
+    (`catsim.experiments.theory.JointSample`); config: the step they were drawn with (for the title).
     """
-    logits, mask = mass.paper_initial_logits(num_actions, num_correct)
-    p = np.exp(logits - logits.max())
-    p /= p.sum()
-    cdf = np.cumsum(p)
-    cdf /= cdf[-1]
-    out = []
-    iterator = [(n, g) for n in ns for g in range(groups)]
-    if progress:
-        from tqdm import tqdm
-
-        iterator = tqdm(iterator, desc="one-step updates", file=None)
-    results: dict[int, list[tuple[float, float]]] = {n: [] for n in ns}
-    for n, g in iterator:
-        rng = np.random.default_rng([seed, n, g])
-        draws = np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), p.size - 1)
-        dz = mass.logit_step(logits, mask, draws, config)
-        u_pos = mask.copy()
-        u_pos[draws] = False
-        results[n].append((mass.exact_change(p, dz, mask), mass.exact_change(p, dz, u_pos)))
-    for n in ns:
-        arr = np.asarray(results[n])
-        out.append(JointSample(n=n, dqpos=arr[:, 0], dqupos=arr[:, 1]))
-    return out
-
-
-def figure_joint_changes(samples: Sequence[JointSample], config: mass.MassStepConfig = SIMULATION_STEP):
-    """One scatter panel per N: ΔQpos (x) against ΔQu,pos (y), share of rise/fall steps in the title."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(samples), figsize=(4.3 * len(samples), 3.9), squeeze=False)
@@ -96,12 +38,3 @@ def figure_joint_changes(samples: Sequence[JointSample], config: mass.MassStepCo
     )
     fig.tight_layout()
     return fig
-
-
-def reproduce_mass_figure(out_dir: Path | str = "figures", groups: int = 300, seed: int = 0,
-                          progress: bool = False) -> tuple[list[Path], list[JointSample]]:
-    """Write figures/mass_step_joint.{png,pdf}; returns (paths, samples)."""
-    from catsim.plots.tail_miss import save
-
-    samples = sample_joint_changes(groups=groups, seed=seed, progress=progress)
-    return save(figure_joint_changes(samples), out_dir, "mass_step_joint"), samples

@@ -107,14 +107,3 @@ def save(fig, out_dir: Path | str, stem: str, formats: Sequence[str] = ("png", "
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-def reproduce_figures(out_dir: Path | str = "figures", formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
-    """Write the paper's Fig. 3 and Fig. 5 (Lemma 3.1) into out_dir; returns the written paths.
-
-    Files: lemma31_fig3.{png,pdf} and lemma31_fig5.{png,pdf}. Used by `catsim lemma` and
-    `catsim reproduce`.
-    """
-    paths = save(figure_tail_miss_panels(), out_dir, "lemma31_fig3", formats)
-    paths += save(figure_simulation_point(), out_dir, "lemma31_fig5", formats)
-    return paths

@@ -2,11 +2,13 @@
 
 Three layers, each owned by one module:
   PolicyConfig  -> `catsim.sim.policy`   (the action space and the initial logits)
-  UpdateConfig  -> `catsim.sim.engine`   (objective, advantages, focal weight, optimiser, controls)
+  UpdateConfig  -> `catsim.sim.engine`   (objective, advantages, focal weight, optimizer, controls)
   SimConfig     -> `catsim.sim.engine`   (policy + update + group size, steps, sampler, logging)
 
 Named scenarios (`scenario(name)`) give the published set-ups; every field can be overridden with
 `dataclasses.replace`. Construction validates and raises `CatsimError` with a one-line message.
+Field names match the LLM trainer's (`optimizer`, `adv_eps`, `low_lr_gamma`, `gamma:
+GammaSchedule`, `asym: AsymmetricConfig`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from catsim.objectives.grad_clip import dual_threshold_clip
 INIT_KINDS = ("paper", "uniform", "gaussian", "zipf", "target_qpos")
 SURROGATES = ("linear", "reinforce", "grpo", "dapo", "cispo")
 ADVANTAGES = ("mean_centred", "grpo")
-OPTIMISERS = ("sgd", "adam", "adamw")
+OPTIMIZERS = ("sgd", "adam", "adamw")
 SAMPLERS = ("auto", "inverse_cdf", "blocked")
 
 
@@ -74,36 +76,36 @@ class PolicyConfig:
 
 @dataclasses.dataclass(frozen=True)
 class UpdateConfig:
-    """One policy-gradient step: the objective (from `catsim.objectives`), its optimiser, controls.
+    """One policy-gradient step: the objective (from `catsim.objectives`), its optimizer, controls.
 
     Rewards: a correct draw gets `reward_correct`, a wrong one `reward_wrong` (App. J: ±1).
     """
 
     surrogate: str = "reinforce"  # "linear" (eq. 5), "reinforce" (log-prob), "grpo", "dapo", "cispo"
     advantage: str = "mean_centred"  # "mean_centred" (App. J, r − mean) or "grpo" (÷ std + eps)
-    advantage_eps: float = 0.0  # ε in the GRPO std denominator (0 = exact)
+    adv_eps: float = 0.0  # ε in the GRPO std denominator (0 = exact)
     reward_correct: float = 1.0  # Rc
     reward_wrong: float = -1.0  # Rw < Rc
     gamma: GammaSchedule = GammaSchedule()  # focal weight (1 − μ̂)^γ; γ is overridden per run
-    optimiser: str = "adam"  # "sgd", "adam" or "adamw" (optax)
-    learning_rate: float = 1e-2  # η; the low-LR control multiplies it by m_γ
+    optimizer: str = "adam"  # "sgd", "adam" or "adamw" (optax)
+    learning_rate: float = 1e-2  # η; the low-lr control (low_lr_gamma > 0) multiplies it by m_G
     weight_decay: float = 0.0  # AdamW decoupled weight decay (ignored by sgd/adam)
     b1: float = 0.9  # Adam β1
     b2: float = 0.999  # Adam β2
     adam_eps: float = 1e-8  # Adam ε
-    ppo_epochs: int = 1  # optimiser steps on the same group (clipping only acts from epoch 2)
+    ppo_epochs: int = 1  # optimizer steps on the same group (clipping only acts from epoch 2)
     clip_low: float | None = None  # ε_low; None = the surrogate's default (0.2 / 0.2 / 1.0)
     clip_high: float | None = None  # ε_high; None = the surrogate's default (0.2 / 0.28 / 5.0)
     entropy_coef: float = 0.0  # entropy bonus: loss −= coef · H(π)
     kl_coef: float = 0.0  # penalty coef · KL(π ‖ π_0), exact over all V actions
-    low_lr_control: bool = False  # App. N: run at lr · m_γ (m_γ of the schedule's max γ)
+    low_lr_gamma: float = 0.0  # App. N control: G > 0 runs at lr · m_G (focal γ unchanged); 0 = off
     dynamic_sampling: bool = False  # DAPO: redraw all-equal groups (up to `max_resamples` times)
     max_resamples: int = 16  # cap on redraws per step under dynamic sampling
-    # --- asymmetric GRPO (issue 9, docs/asymmetric-grpo.md); all off = the update above ---
+    # --- asymmetric GRPO (docs/asymmetric-grpo.md); all off = the update above ---
     asym_channels: bool = False  # A > 0 → w⁺(r)·A, A < 0 → w⁻(π_a)·A (asymmetric_advantages)
     asym_confidence: bool = False  # A < 0 also × b + (1−b)·sigmoid(−KL) of the policy's logits
     asym_recompose: bool = False  # loss over the draws kept by recompose_group (scores: log π)
-    dual_clip: float | None = None  # max-norm of dual_threshold_clip before the optimiser; None off
+    dual_clip: float | None = None  # max-norm of dual_threshold_clip before the optimizer; None off
     dual_clip_lower: float = 0.1  # below this gradient norm the update is amplified
     dual_clip_amplification: float = 1.5  # the amplification factor
     asym: AsymmetricConfig = AsymmetricConfig()  # hyper-parameters of the components above
@@ -117,12 +119,13 @@ class UpdateConfig:
             raise CatsimError(
                 f"unknown advantage {self.advantage!r}; choose one of {', '.join(ADVANTAGES)}"
             )
-        if self.optimiser not in OPTIMISERS:
+        if self.optimizer not in OPTIMIZERS:
             raise CatsimError(
-                f"unknown optimiser {self.optimiser!r}; choose one of {', '.join(OPTIMISERS)}"
+                f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}"
             )
-        for name in ("advantage_eps", "reward_correct", "reward_wrong", "learning_rate",
-                     "weight_decay", "b1", "b2", "adam_eps", "entropy_coef", "kl_coef"):
+        for name in ("adv_eps", "reward_correct", "reward_wrong", "learning_rate",
+                     "weight_decay", "b1", "b2", "adam_eps", "entropy_coef", "kl_coef",
+                     "low_lr_gamma"):
             _finite(name, getattr(self, name))
         if not self.reward_correct > self.reward_wrong:
             raise CatsimError(
@@ -130,7 +133,7 @@ class UpdateConfig:
             )
         if self.learning_rate <= 0:
             raise CatsimError(f"learning_rate must be > 0, got {self.learning_rate}")
-        for name in ("advantage_eps", "weight_decay", "adam_eps", "entropy_coef", "kl_coef"):
+        for name in ("adv_eps", "weight_decay", "adam_eps", "entropy_coef", "kl_coef", "low_lr_gamma"):
             if getattr(self, name) < 0:
                 raise CatsimError(f"{name} must be >= 0, got {getattr(self, name)}")
         for name in ("b1", "b2"):
@@ -160,7 +163,9 @@ class UpdateConfig:
     @property
     def label(self) -> str:
         """Short method label used as the `method` coordinate of results."""
-        label = f"{self.optimiser}-{self.surrogate}-lr{self.learning_rate:g}"
+        label = f"{self.optimizer}-{self.surrogate}-lr{self.learning_rate:g}"
+        if self.low_lr_gamma > 0:
+            label += f"-lowlr{self.low_lr_gamma:g}"
         if self.asymmetric:
             parts = [name for name, on in (("ch", self.asym_channels), ("conf", self.asym_confidence),
                                            ("rec", self.asym_recompose)) if on]
@@ -175,7 +180,7 @@ class SimConfig:
     """One simulation: a policy, an update rule, a group size N and a number of steps."""
 
     policy: PolicyConfig = PolicyConfig()  # action space and initial logits
-    update: UpdateConfig = UpdateConfig()  # objective and optimiser
+    update: UpdateConfig = UpdateConfig()  # objective and optimizer
     group_size: int = 256  # N, i.i.d. draws per step (>= 1)
     steps: int = 1000  # T, policy updates
     log_every: int = 1  # record metrics every k steps (steps must be a multiple of k)
@@ -212,23 +217,23 @@ SCENARIOS = {
     # Default reading of Fig. 2: Adam at 1e-2 on the log-prob objective with the paper's centred
     # rewards. It is the reading that reproduces the published picture (docs/simulator.md).
     "paper": SimConfig(
-        update=UpdateConfig(surrogate="reinforce", optimiser="adam", learning_rate=1e-2),
+        update=UpdateConfig(surrogate="reinforce", optimizer="adam", learning_rate=1e-2),
         method="paper",
     ),
     # The literal text of App. J: plain gradient ascent on the linear surrogate at η = 1e-2.
     "paper-literal": SimConfig(
-        update=UpdateConfig(surrogate="linear", optimiser="sgd", learning_rate=1e-2),
+        update=UpdateConfig(surrogate="linear", optimizer="sgd", learning_rate=1e-2),
         method="paper-literal",
     ),
     # Adam on the linear surrogate at 1e-2 (the other reading THEORY.md §4 discusses).
     "paper-adam-linear": SimConfig(
-        update=UpdateConfig(surrogate="linear", optimiser="adam", learning_rate=1e-2),
+        update=UpdateConfig(surrogate="linear", optimizer="adam", learning_rate=1e-2),
         method="paper-adam-linear",
     ),
     # BroRL Fig. 3: AdamW at 1e-3 minimising the linear surrogate.
     "brorl": SimConfig(
         update=UpdateConfig(
-            surrogate="linear", optimiser="adamw", learning_rate=1e-3, weight_decay=0.01
+            surrogate="linear", optimizer="adamw", learning_rate=1e-3, weight_decay=0.01
         ),  # weight decay: PyTorch's AdamW default (BroRL does not state it)
         method="brorl",
     ),

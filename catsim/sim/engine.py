@@ -71,10 +71,10 @@ def make_constants(config: SimConfig) -> Constants:
 
 
 def make_optimizer(update: UpdateConfig, learning_rate) -> optax.GradientTransformation:
-    """optax optimiser for `update.optimiser`; `learning_rate` may be traced (one per run)."""
-    if update.optimiser == "sgd":
+    """optax optimiser for `update.optimizer`; `learning_rate` may be traced (one per run)."""
+    if update.optimizer == "sgd":
         tx = optax.sgd(learning_rate)
-    elif update.optimiser == "adam":
+    elif update.optimizer == "adam":
         tx = optax.adam(learning_rate, b1=update.b1, b2=update.b2, eps=update.adam_eps)
     else:
         tx = optax.adamw(
@@ -112,7 +112,7 @@ def per_action_advantages(update: UpdateConfig, counts_V, correct_V, gamma_t):
     a_correct, a_wrong = advantages.binary_group_advantages(
         num_correct, group_size,
         reward_correct=update.reward_correct, reward_wrong=update.reward_wrong,
-        normalise_std=update.advantage == "grpo", eps=update.advantage_eps,
+        normalise_std=update.advantage == "grpo", eps=update.adv_eps,
     )
     mu_hat = num_correct / group_size  # = advantages.success_rate for binary rewards
     g = focal.focal_weight(mu_hat, gamma_t)

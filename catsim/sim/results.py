@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -95,17 +96,22 @@ class SimResults:
     # --- files ---
 
     def save(self, path) -> Path:
-        """Write `path` (.npz); returns the path."""
+        """Write `path` (.npz, appended when missing) through a temporary file and a rename, so
+        a reader never sees half a file; returns the path written."""
         path = Path(path)
+        if path.suffix != ".npz":
+            path = path.with_name(path.name + ".npz")
         path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
         np.savez_compressed(
-            path,
+            tmp,
             methods=np.array(self.methods), gammas=np.array(self.gammas, dtype=np.float64),
             group_sizes=np.array(self.group_sizes, dtype=np.int64),
             seeds=np.array(self.seeds, dtype=np.int64), steps=self.steps,
             attrs=np.array(json.dumps(self.attrs)),
             **{f"metric_{name}": array for name, array in self.data.items()},
         )
+        os.replace(tmp, path)
         return path
 
     @classmethod

@@ -1,4 +1,5 @@
-"""Running the simulator over grids: `simulate`, the resumable `sweep`, Fig. 2 regimes and tables.
+"""Running the simulator over grids: `simulate` and the resumable `sweep` (no plotting; the
+regimes and tables of Fig. 2 are in `catsim.sim.analysis`, the figure in `catsim.plots.fig2`).
 
 A *cell* is one (method, N): all γ values × seeds of it run as one vmapped batch (one compiled
 program per N). `sweep` stores each finished cell in `<out>/cells/` and skips it on a re-run, so
@@ -23,12 +24,11 @@ import numpy as np
 from catsim.errors import CatsimError
 from catsim.objectives.focal import low_lr_multiplier
 from catsim.sim import engine
-from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig, scenario
+from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig
 from catsim.sim.metrics import ALL_METRICS
 from catsim.sim.results import SimResults, combine
 
 CHUNK_STEPS = 100  # steps per compiled chunk of the host loop (progress granularity)
-COLLAPSE_THRESHOLD = 0.5  # regime II: final Mret (γ = 0, mean over seeds) below this value
 
 
 def _seed_list(seeds) -> tuple[int, ...]:
@@ -47,13 +47,32 @@ def _records_per_chunk(num_records: int, log_every: int) -> int:
     return max(d for d in range(1, min(target, num_records) + 1) if num_records % d == 0)
 
 
-def learning_rate_for(config: SimConfig, gamma: float) -> float:
-    """η of a run: the configured rate, times m_γ under the App. N low-LR control."""
+def learning_rate_for(config: SimConfig) -> float:
+    """η of a run: the configured rate, times m_G under the App. N control (G = low_lr_gamma > 0).
+
+    The control is GRPO at a reduced rate: G only sets the rate; the focal γ of the run is
+    whatever the run's γ says (normally 0)."""
     lr = config.update.learning_rate
-    if config.update.low_lr_control:
-        schedule = dataclasses.replace(config.update.gamma, gamma=gamma)
-        lr *= low_lr_multiplier(schedule.max_gamma)
+    if config.update.low_lr_gamma > 0:
+        lr *= low_lr_multiplier(config.update.low_lr_gamma)
     return lr
+
+
+def low_lr_variants(config: SimConfig, low_lr_gammas: Sequence[float] | None) -> list[SimConfig]:
+    """One config per App. N control value G in `low_lr_gammas` (0 = no control), each with its
+    own method label (`<method>+lowlr<G>`, or `update.label` when `method` is unset); None keeps
+    `config` alone. Validates every G (CatsimError)."""
+    if low_lr_gammas is None:
+        return [config]
+    values = tuple(dict.fromkeys(float(g) for g in low_lr_gammas))
+    if not values:
+        raise CatsimError("no low-lr control values given")
+    out = []
+    for g in values:
+        update = dataclasses.replace(config.update, low_lr_gamma=g)
+        method = f"{config.method}+lowlr{g:g}" if config.method and g > 0 else config.method
+        out.append(dataclasses.replace(config, update=update, method=method))
+    return out
 
 
 def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *,
@@ -69,7 +88,7 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     runs = list(itertools.product(gammas, seeds))
     keys = engine.run_keys([s for _, s in runs])
     gamma_R = jnp.asarray([g for g, _ in runs], jnp.float32)
-    lr_R = jnp.asarray([learning_rate_for(config, g) for g, _ in runs], jnp.float32)
+    lr_R = jnp.full((len(runs),), learning_rate_for(config), jnp.float32)
     if shard:
         keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
     num_records = config.steps // config.log_every
@@ -103,7 +122,8 @@ def _describe(config: SimConfig) -> dict:
 
 
 def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
-             gammas: Sequence[float] | None = None, seeds=1, progress: bool = False,
+             gammas: Sequence[float] | None = None, seeds=1,
+             low_lr_gammas: Sequence[float] | None = None, progress: bool = False,
              shard: bool = False) -> SimResults:
     """Run `config` for every N in `group_sizes` × γ in `gammas` × seed.
 
@@ -111,6 +131,8 @@ def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
       config: the simulation (its group_size / γ are used when the lists are None).
       group_sizes: N values; gammas: focal γ values (constant, or the schedule's target γ).
       seeds: K (seeds 0…K−1) or a list of seeds.
+      low_lr_gammas: App. N control values G (lr × m_G; 0 = off), one method each
+        (`low_lr_variants`); None = the config's own `update.low_lr_gamma`.
       progress: show a tqdm bar on stderr.
       shard: split the run axis over all local devices.
 
@@ -122,8 +144,9 @@ def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
     seed_list = _seed_list(seeds)
     if not sizes:
         raise CatsimError("no group sizes given")
-    configs = [dataclasses.replace(config, group_size=int(n)) for n in sizes]  # validates N
-    bar = _progress_bar(len(sizes) * len(gs) * len(seed_list) * config.steps, progress)
+    configs = [dataclasses.replace(variant, group_size=int(n))  # validates N
+               for variant in low_lr_variants(config, low_lr_gammas) for n in sizes]
+    bar = _progress_bar(len(configs) * len(gs) * len(seed_list) * config.steps, progress)
     parts = []
     try:
         for cfg in configs:
@@ -151,15 +174,22 @@ def _progress_bar(total: int, enabled: bool):
                 dynamic_ncols=True, smoothing=0.1)
 
 
+def _cell_key(cfg: SimConfig) -> tuple[str, int]:
+    return cfg.method_label, cfg.group_size
+
+
 def _cell_signature(cfg: SimConfig, gammas, seeds) -> str:
     text = json.dumps([dataclasses.asdict(cfg), list(gammas), list(seeds)], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
-          gammas: Sequence[float] = PAPER_GAMMAS, seeds=4, resume: bool = True,
+          gammas: Sequence[float] = PAPER_GAMMAS, seeds=4,
+          low_lr_gammas: Sequence[float] | None = None, resume: bool = True,
           progress: bool = True, shard: bool = False, log=None) -> SimResults:
-    """Resumable grid run: one cell file per N in `<out_dir>/cells/`, then `<out_dir>/results.npz`.
+    """Resumable grid run: one cell file per (method, N) in `<out_dir>/cells/`, then
+    `<out_dir>/results.npz`. `low_lr_gammas` adds one method per App. N control value, as in
+    `simulate`.
 
     A finished cell is reused when its file exists and its configuration signature matches.
     Returns the combined SimResults (also saved). `log(msg)` receives one-line status messages.
@@ -169,7 +199,9 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     cells_dir.mkdir(parents=True, exist_ok=True)
     gs = tuple(float(g) for g in gammas)
     seed_list = _seed_list(seeds)
-    configs = [dataclasses.replace(config, group_size=int(n)) for n in group_sizes]
+    variants = low_lr_variants(config, low_lr_gammas)
+    configs = [dataclasses.replace(variant, group_size=int(n))
+               for variant in variants for n in group_sizes]
     todo, parts = [], {}
     for cfg in configs:
         path = cells_dir / f"{cfg.method_label}_n{cfg.group_size}.npz"
@@ -178,7 +210,7 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
             try:
                 cached = SimResults.load(path)
                 if cached.attrs.get("signature") == sig:
-                    parts[cfg.group_size] = cached
+                    parts[_cell_key(cfg)] = cached
                     continue
             except CatsimError:
                 pass
@@ -191,15 +223,15 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
         for cfg, path, sig in todo:
             t0 = time.perf_counter()
             cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard)
-            timings[cfg.group_size] = time.perf_counter() - t0
+            timings[cfg.group_size if len(variants) == 1 else path.stem] = time.perf_counter() - t0
             res = _cell_results(cfg, gs, seed_list, cell)
             res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
             res.save(path)
-            parts[cfg.group_size] = res
+            parts[_cell_key(cfg)] = res
     finally:
         if bar is not None:
             bar.close()
-    results = combine([parts[c.group_size] for c in configs])
+    results = combine([parts[_cell_key(c)] for c in configs])
     results = dataclasses.replace(
         results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
     results.save(out / "results.npz")
@@ -208,102 +240,3 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
             {"seconds_per_cell": {str(k): v for k, v in timings.items()},
              "total_seconds": sum(timings.values())}, indent=1))
     return results
-
-
-# --- Fig. 2 analysis -------------------------------------------------------------------------
-
-
-def find_regimes(group_sizes: Sequence[int], final_mret: Sequence[float],
-                 threshold: float = COLLAPSE_THRESHOLD) -> dict:
-    """Regimes I/II/III of Fig. 2 from data: II = the contiguous run of N (in increasing order)
-    around the minimum of final Mret whose Mret is below `threshold`; I = the N below it, III =
-    the N above it. With no N below the threshold there is no regime II (all N are regime I).
-
-    Returns {"I": [...], "II": [...], "III": [...], "threshold": t}.
-    """
-    sizes = list(group_sizes)
-    mret = np.asarray(final_mret, dtype=float)
-    order = np.argsort(sizes)
-    sizes = [sizes[i] for i in order]
-    mret = mret[order]
-    if mret.size == 0 or not np.nanmin(mret) < threshold:
-        return {"I": sizes, "II": [], "III": [], "threshold": threshold}
-    lo = hi = int(np.nanargmin(mret))
-    while lo > 0 and mret[lo - 1] < threshold:
-        lo -= 1
-    while hi < len(sizes) - 1 and mret[hi + 1] < threshold:
-        hi += 1
-    return {"I": sizes[:lo], "II": sizes[lo:hi + 1], "III": sizes[hi + 1:], "threshold": threshold}
-
-
-def regimes_of(results: SimResults, method: str | None = None) -> dict:
-    """`find_regimes` on the γ = 0 (or smallest γ) seed-mean final Mret of `method`."""
-    method = method or results.methods[0]
-    gamma = min(results.gammas)
-    mret = np.nanmean(results.sel("mret", method=method, gamma=gamma)[..., -1], axis=-1)
-    return find_regimes(results.group_sizes, mret)
-
-
-def _regime_of(n: int, regimes: dict) -> str:
-    return next((name for name in ("I", "II", "III") if n in regimes[name]), "")
-
-
-def format_table(results: SimResults, method: str | None = None) -> str:
-    """Final Qpos / Mret per N and γ: seed mean ± std (min–max over seeds), with the regime."""
-    method = method or results.methods[0]
-    regimes = regimes_of(results, method)
-    k = len(results.seeds)
-    head = f"{'N':>7} {'reg':>3}"
-    for g in results.gammas:
-        head += f" | {'Qpos γ=' + format(g, 'g'):^33} | {'Mret γ=' + format(g, 'g'):^33}"
-    lines = [f"method {method}: final values, mean ± std over {k} seed(s) (min–max)", head,
-             "-" * len(head)]
-    for n in results.group_sizes:
-        row = f"{n:>7} {_regime_of(n, regimes):>3}"
-        for g in results.gammas:
-            for metric in ("qpos", "mret"):
-                v = results.sel(metric, method=method, gamma=g, n=n)[..., -1]
-                row += f" | {v.mean():.5f} ± {v.std():.5f} ({v.min():.4f}–{v.max():.4f})"
-        lines.append(row)
-    lines.append(
-        f"regimes from data (γ={min(results.gammas):g} mean final Mret < {regimes['threshold']}): "
-        f"I: N={_span(regimes['I'])}, II: N={_span(regimes['II'])}, III: N={_span(regimes['III'])}")
-    return "\n".join(lines)
-
-
-def _span(sizes) -> str:
-    if not sizes:
-        return "none"
-    return str(sizes[0]) if len(sizes) == 1 else f"{sizes[0]}…{sizes[-1]}"
-
-
-# --- `catsim reproduce` entry point -----------------------------------------------------------
-
-QUICK_GROUP_SIZES = (2, 8, 32, 256, 2048, 8192, 131072)
-
-
-def reproduce(out_dir, quick: bool = True, *, progress: bool = True, log=print) -> dict:
-    """Reproduce Fig. 2 with the `paper` scenario and write the figure and table to `out_dir`.
-
-    quick=True: N ∈ QUICK_GROUP_SIZES, γ ∈ {0, 1}, 1 seed, 1000 steps (a few minutes on 2 CPU
-    cores); quick=False: the full grid (17 N × 2 γ × 4 seeds). Resumable (cells in out_dir).
-
-    Returns {"results": SimResults, "figure": Path, "table": Path, "seconds": float}.
-    """
-    from catsim.plots.fig2 import plot_fig2
-
-    out = Path(out_dir)
-    cfg = dataclasses.replace(scenario("paper"), log_every=10)
-    sizes, seeds = (QUICK_GROUP_SIZES, 1) if quick else (PAPER_GROUP_SIZES, 4)
-    t0 = time.perf_counter()
-    results = sweep(cfg, out, group_sizes=sizes, gammas=PAPER_GAMMAS, seeds=seeds,
-                    progress=progress, log=log)
-    seconds = time.perf_counter() - t0
-    figure = plot_fig2(results, out / "fig2.png")
-    table = format_table(results)
-    (out / "fig2_table.txt").write_text(table + "\n")
-    if log:
-        log(table)
-        log(f"figure: {figure}  ({seconds:.1f} s)")
-    return {"results": results, "figure": figure, "table": out / "fig2_table.txt",
-            "seconds": seconds}

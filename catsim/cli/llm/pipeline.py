@@ -2,8 +2,10 @@
 evaluation → report (report.md, results.json, comparison, pass@k curves, training dynamics,
 theory overlay).
 
-    catsim llm pipeline --out runs/pipeline            # CPU default: paths + maze, GRPO vs F-GRPO at N=8, GRPO N=2/32
-    catsim llm pipeline --out runs/quick --quick       # a few minutes (what CI and `catsim reproduce` run)
+example:
+  catsim llm pipeline --out runs/pipeline            # CPU default: paths + maze, GRPO vs F-GRPO at N=8, GRPO N=2/32
+  catsim llm pipeline --out runs/quick --quick       # a few minutes (what CI and `catsim reproduce` run)
+  catsim llm pipeline --out figures/llm-rl --rerender # redraw report.md + figures from results.json only
 """
 
 from __future__ import annotations
@@ -14,32 +16,59 @@ import dataclasses
 from catsim.cli.args import parse_int_list
 from catsim.errors import CatsimError
 
+# option -> PipelineConfig field overridden by it (the same name with dashes)
+FIELDS = ("gamma", "rl_steps", "rollouts_per_step", "learning_rate", "eval_n", "eval_prompts",
+          "target_reward", "heldout_every")
+HELP = {"gamma": "γ of the f- runs and of the grpo-lowlr control",
+        "rl_steps": "RL steps per run", "rollouts_per_step": "rollouts per RL step (compute-matched across N)",
+        "learning_rate": "RL learning rate", "eval_n": "samples per held-out prompt (pass@k for k ≤ this)",
+        "eval_prompts": "held-out prompts scored",
+        "target_reward": "steps-to-target: the training reward to reach",
+        "heldout_every": "RL runs: held-out accuracy + safeguards every k steps (0 = never)"}
+
 
 def register(subparsers) -> None:
+    from catsim.experiments.llm_pipeline import PipelineConfig
+
     parser = subparsers.add_parser("pipeline", help="warm-up → RL sweep → eval → report",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="the few-minute configuration")
-    add_pipeline_options(parser)
+    parser.add_argument("--quick", action="store_true",
+                        help="the few-minute configuration (PipelineConfig.quick(); default: off)")
+    add_pipeline_options(parser, PipelineConfig(), PipelineConfig.quick())
+    parser.add_argument("--rerender", action="store_true",
+                        help="run nothing: redraw OUT/report.md and the figures from OUT/results.json "
+                             "(default: off)")
     parser.set_defaults(func=run)
 
 
-def add_pipeline_options(parser: argparse.ArgumentParser) -> None:
-    """The options `pipeline` and `compare` share (each overrides one PipelineConfig field)."""
+def _show(value) -> str:
+    if isinstance(value, tuple):
+        return ",".join(getattr(v, "name", str(v)) for v in value)
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def add_pipeline_options(parser: argparse.ArgumentParser, full, quick) -> None:
+    """The options `pipeline` and `compare` share (each overrides one PipelineConfig field); the
+    help shows the defaults of `full` and, after --quick, of `quick`."""
+    from catsim.llm.rl import METHODS
+
+    def default(name: str) -> str:
+        a, b = _show(getattr(full, name)), _show(getattr(quick, name))
+        return f"(default: {a}" + (f"; --quick: {b})" if b != a else ")")
+
     parser.add_argument("--out", required=True, help="report directory (reruns reuse finished runs)")
     parser.add_argument("--base-model", action="append", metavar="TASK=DIR",
-                        help="skip the warm-up of TASK and start from DIR (with catsim_task.json)")
-    parser.add_argument("--tasks", help="comma list of tasks to keep from the configuration (paths,maze)")
-    parser.add_argument("--runs", help="comma list of method:N specs, e.g. grpo:8,f-grpo:8,asym-grpo:8,grpo-lowlr:8")
-    parser.add_argument("--seeds", help="RL seeds, e.g. 0,1,2")
-    parser.add_argument("--gamma", type=float, help="γ of the f- runs (default 0.5)")
-    parser.add_argument("--rl-steps", type=int, help="RL steps per run")
-    parser.add_argument("--rollouts-per-step", type=int, help="rollouts per RL step")
-    parser.add_argument("--learning-rate", type=float, help="RL learning rate")
-    parser.add_argument("--eval-n", type=int, help="samples per held-out prompt")
-    parser.add_argument("--eval-prompts", type=int, help="held-out prompts")
-    parser.add_argument("--target-reward", type=float, help="steps-to-target: the training reward to reach")
-    parser.add_argument("--heldout-every", type=int, help="RL runs: held-out accuracy + safeguards every k steps")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+                        help="skip the warm-up of TASK and start from DIR (with catsim_task.json); "
+                             "repeatable (default: warm up every task)")
+    parser.add_argument("--tasks", help=f"comma list of tasks: paths, maze, math {default('tasks')}")
+    parser.add_argument("--runs", help="comma list of method:N specs; method one of "
+                                       f"{', '.join(METHODS)}, f-<method> (focal γ), "
+                                       f"grpo-lowlr (App. N control) {default('runs')}")
+    parser.add_argument("--seeds", help=f"RL seeds, e.g. 0,1,2 {default('seeds')}")
+    for name in FIELDS:
+        kind = float if isinstance(getattr(full, name), float) else int
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=f"{HELP[name]} {default(name)}")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
 
 
 def config_from_args(pc, args):
@@ -48,15 +77,14 @@ def config_from_args(pc, args):
     if args.tasks:
         wanted = [t.strip() for t in args.tasks.split(",")]
         known = {t.name: t for t in pc.tasks}
-        from catsim.llm.pipeline import TaskSetup
+        from catsim.experiments.llm_pipeline import TaskSetup
 
         changes["tasks"] = tuple(known.get(t, TaskSetup(t)) for t in wanted)
     if args.runs:
         changes["runs"] = tuple(s.strip() for s in args.runs.split(","))
     if args.seeds:
         changes["seeds"] = tuple(parse_int_list(args.seeds, "--seeds"))
-    for name in ("gamma", "rl_steps", "rollouts_per_step", "learning_rate", "eval_n", "eval_prompts",
-                 "target_reward", "heldout_every"):
+    for name in FIELDS:
         if getattr(args, name) is not None:
             changes[name] = getattr(args, name)
     if "eval_n" in changes:
@@ -77,8 +105,14 @@ def base_models_from_args(args) -> dict:
 
 
 def run(args) -> int:
-    from catsim.llm.pipeline import PipelineConfig, run_pipeline
+    from catsim.experiments.llm_pipeline import PipelineConfig, run_pipeline
 
+    if args.rerender:
+        from catsim.experiments.llm_report import load_results, write_report
+
+        report = write_report(load_results(f"{args.out}/results.json"), args.out)
+        print(f"report: {report}")
+        return 0
     pc = config_from_args(PipelineConfig.quick() if args.quick else PipelineConfig(), args)
     report = run_pipeline(args.out, config=pc, base_models=base_models_from_args(args), progress=not args.quiet)
     print(report.read_text())
