@@ -10,7 +10,7 @@ import pytest
 from catsim.cli.main import build_parser, main
 
 COMMANDS = [("simulate",), ("sweep",), ("lemma",), ("mass-step",), ("verify",), ("reproduce",),
-            ("llm", "pipeline"), ("llm", "compare")]
+            ("llm", "pipeline"), ("llm", "compare"), ("llm", "advise"), ("llm", "advise-study")]
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -41,11 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help=f"comma list of steps to skip, from {', '.join(STEPS)} (default: none)")
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 unless every regenerated published number agrees within its "
-                             "tolerance (docs/reproducibility.md)")
+                             "tolerance (docs/reproducibility.md; default: off, disagreement is reported)")
     parser.add_argument("--write-references", action="store_true",
                         help="afterwards make this run's numbers the published ones (figures/reference/"
                              "quick.json with --quick, else figures/fig2_paper_table.txt and "
-                             "figures/llm-rl/results.json; theory.json in both)")
+                             "figures/llm-rl/results.json; theory.json in both; default: off)")
     parser.set_defaults(func=run)
 
 

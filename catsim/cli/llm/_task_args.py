@@ -38,11 +38,15 @@ TASK_OPTIONS = {
 CHOICES = {"algorithm": ALGORITHMS, "ranking": RANKINGS, "checker": CHECKERS}  # enumerated task options
 
 
-def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool) -> None:
+def add_task_arguments(parser: argparse.ArgumentParser, *, required: bool,
+                       task_default: str = "the task recorded in the model directory") -> None:
     group = parser.add_argument_group("task")
+    text = "built-in task: maze, paths (many solutions) or math (local file)"
     group.add_argument("--task", choices=sorted(TASKS), required=required,
-                       help="built-in task: maze, paths (many solutions) or math (local file)")
+                       help=text if required else f"{text} (default: {task_default})")
     for dest, (flag, kind, text) in TASK_OPTIONS.items():
+        if "default" not in text:
+            text = f"{text} (default: the task's own, or the value recorded with the model)"
         if dest in CHOICES:
             group.add_argument(flag, dest=f"task_{dest}", choices=CHOICES[dest], default=None, help=text)
         else:

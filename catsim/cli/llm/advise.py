@@ -1,6 +1,8 @@
 """`catsim llm advise`: which prompts will lose their rare correct answers at group size N, and
 which N and γ to use — Lemma 3.1 applied to a model's own samples.
 
+examples:
+
     catsim llm advise --model runs/warmup --task paths --n 64 --group-sizes 2,4,8,16,32,64
     catsim llm advise --model runs/warmup --rare tail:0.2 --format json > advice.json
 

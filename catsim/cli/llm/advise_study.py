@@ -2,6 +2,8 @@
 predict each prompt's Lemma 3.1 risk, run GRPO at N = 2, 8, 32 (3 seeds), and measure which
 prompts lost rare-answer mass (Spearman ρ and a calibration table; docs/advise.md).
 
+examples:
+
     catsim llm advise-study --out runs/advise-study --figures figures/advise-study   # CPU, ~6 min; resumable
     catsim llm advise-study --out runs/advise-smoke --quick  # seconds; numbers mean nothing
 """
@@ -18,8 +20,8 @@ def register(subparsers) -> None:
     parser.add_argument("--out", required=True, help="study directory (reruns reuse finished runs)")
     parser.add_argument("--figures", default=None,
                         help="where results.json and advise_study.png go (default: --out)")
-    parser.add_argument("--quick", action="store_true", help="the seconds-long smoke configuration")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--quick", action="store_true", help="the seconds-long smoke configuration (default: the full study)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (default: progress on)")
     parser.set_defaults(func=run)
 
 

@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="json = one JSON object per completion (same as --json)")
     from catsim.cli.llm._task_args import add_task_arguments, add_task_sampling_arguments
 
-    add_task_arguments(parser, required=False)
+    add_task_arguments(parser, required=False, task_default="none: sample the --prompt texts")
     add_task_sampling_arguments(parser)
     parser.set_defaults(func=run)
 
