@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 
@@ -38,6 +39,8 @@ def run(args) -> int:
     from catsim.sim.sweep import simulate
 
     cfg = config_from_args(args)
+    if args.log_every is None and not args.save:  # only final values are printed: record only them
+        cfg = dataclasses.replace(cfg, log_every=cfg.steps)
     if args.seeds is not None and args.seeds < 1:
         raise CatsimError(f"--seeds must be >= 1, got {args.seeds}")
     if args.seeds is None and args.seed < 0:

@@ -59,7 +59,14 @@ class State(NamedTuple):
     z: jax.Array  # [V] logits
     logp: jax.Array  # [V] log softmax(z)
     opt_state: optax.OptState
-    group: dict  # group metrics of the last update (metrics.GROUP_METRICS)
+    group: dict  # scalar group metrics of the last update (GROUP_SCALARS)
+    counts: jax.Array  # [V] the last group's counts
+    logp_before: jax.Array  # [V] log-probabilities before the last update
+
+
+# Group metrics every step computes (scalars); the two unsampled-mass metrics are computed at
+# record time from the carried counts and log-probabilities, so one step program serves all steps.
+GROUP_SCALARS = ("mu_hat", "focal", "active", "draws")
 
 
 def make_constants(config: SimConfig) -> Constants:
@@ -205,8 +212,8 @@ def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, count
     return z_V, opt_state, (mu_hat, g, active)
 
 
-def _nan_group():
-    return {name: jnp.float32(jnp.nan) for name in metrics.GROUP_METRICS}
+def _nan_group(names=metrics.GROUP_METRICS):
+    return {name: jnp.float32(jnp.nan) for name in names}
 
 
 def _draw(update: UpdateConfig, method: str, n: int, key, p_V, correct_V, num_draws=None):
@@ -257,9 +264,11 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
 
     def init(consts: Constants, learning_rate) -> State:
         tx = make_optimizer(update, learning_rate)
-        return State(consts.z0, jax.nn.log_softmax(consts.z0), tx.init(consts.z0), _nan_group())
+        logp0 = jax.nn.log_softmax(consts.z0)
+        return State(consts.z0, logp0, tx.init(consts.z0), _nan_group(GROUP_SCALARS),
+                     jnp.zeros_like(consts.z0), logp0)
 
-    def step(consts, tx, schedule, with_group: bool, num_draws, state: State, t):
+    def step(consts, tx, schedule, num_draws, state: State, t):
         key, step_index = t
         p_V = jnp.exp(state.logp)
         counts_V, draws = _draw(update, method, n, key, p_V, consts.correct, num_draws)
@@ -269,18 +278,9 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
         z_V, opt_state, (mu_hat, g, active) = apply_update(
             update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t, n
         )
-        logp_V = jax.nn.log_softmax(z_V)
-        if not with_group:  # only the last step before a record keeps its group metrics
-            return State(z_V, logp_V, opt_state, state.group), None
-        group = {
-            "mu_hat": mu_hat,
-            "focal": g,
-            "active": active.astype(jnp.float32),
-            "qu_pos_before": metrics.unsampled_correct_mass(p_V, counts_V, consts.correct),
-            "qu_pos_after": metrics.unsampled_correct_mass(jnp.exp(logp_V), counts_V, consts.correct),
-            "draws": draws,
-        }
-        return State(z_V, logp_V, opt_state, group), None
+        group = {"mu_hat": mu_hat, "focal": g, "active": active.astype(jnp.float32),
+                 "draws": draws}
+        return State(z_V, jax.nn.log_softmax(z_V), opt_state, group, counts_V, state.logp), None
 
     def chunk(consts: Constants, state: State, key, gamma, learning_rate, first_record,
               group_size=None):
@@ -290,16 +290,20 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
         tx = make_optimizer(update, learning_rate)
         schedule = dataclasses.replace(update.gamma, gamma=gamma)
         p0_V = jax.nn.softmax(consts.z0)
-        plain = functools.partial(step, consts, tx, schedule, False, num_draws)
-        last = functools.partial(step, consts, tx, schedule, True, num_draws)
+        one_step = functools.partial(step, consts, tx, schedule, num_draws)
 
         def record(state, r):
             steps = r * k + jnp.arange(k)
             keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(steps)
-            if k > 1:
-                state, _ = jax.lax.scan(plain, state, (keys[:-1], steps[:-1]))
-            state, _ = last(state, (keys[-1], steps[-1]))
-            return state, metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
+            state, _ = jax.lax.scan(one_step, state, (keys, steps))
+            unsampled = {
+                "qu_pos_before": metrics.unsampled_correct_mass(
+                    jnp.exp(state.logp_before), state.counts, consts.correct),
+                "qu_pos_after": metrics.unsampled_correct_mass(
+                    jnp.exp(state.logp), state.counts, consts.correct),
+            }
+            return state, (metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
+                           | unsampled)
 
         return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))
 
@@ -336,8 +340,10 @@ def program_group_size(config: SimConfig) -> int:
     return n
 
 
+@jax.jit
 def initial_metrics(consts: Constants) -> dict:
-    """Metrics of the initial policy (group metrics NaN): the step-0 record."""
+    """Metrics of the initial policy (group metrics NaN): the step-0 record. One compiled program
+    (run op by op, its ≈ 20 small operations each compiled on first use cost ≈ 1 s of start-up)."""
     logp0 = jax.nn.log_softmax(consts.z0)
     return metrics.state_metrics(logp0, jnp.exp(logp0), consts.correct) | _nan_group()
 
