@@ -15,6 +15,8 @@ fold_in(key(seed), t), so they follow the same random stream up to float32 round
 
 `--platform` sets JAX_PLATFORMS for both processes (cpu, cuda, tpu). On a shared machine read the
 ratios, not the times; `--repeat` alternates the two sides and reports the best time of each.
+CPU seconds (user + system of each process) are printed too: catsim spreads its runs over one
+host device per core, so its wall time can be below its CPU time.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -33,14 +36,20 @@ ISSUE_CELLS = "8:1000,1024:1000,131072:300,8+1024+131072:300"
 FIG2_SIZES = tuple(2**k for k in range(1, 18))
 
 
-def _run(cmd: list[str], env: dict) -> tuple[float, list[dict]]:
-    t0 = time.perf_counter()
+def _cpu_children() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _run(cmd: list[str], env: dict) -> tuple[float, float, list[dict]]:
+    """(wall s, CPU s of the process, its JSON lines)."""
+    t0, c0 = time.perf_counter(), _cpu_children()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, _cpu_children() - c0
     if proc.returncode:
         sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-2000:]}")
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return seconds, rows
+    return seconds, cpu, rows
 
 
 def _summary(rows: list[dict]) -> dict:
@@ -91,28 +100,30 @@ def main() -> None:
             catsim = [sys.executable, "-m", "catsim", "sweep", "--out", f"{tmp}/sweep",
                       "--figures-dir", f"{tmp}/fig", "--no-progress"]
             loop = [sys.executable, str(HERE / "jax_loop_baseline.py"), "--full-grid"]
-            t_loop, _ = _run(loop, env)
-            t_cat, _ = _run(catsim, env)
-        print(f"full grid: catsim sweep {t_cat:.1f} s, loop {t_loop:.1f} s, "
-              f"loop ÷ catsim = {t_loop / t_cat:.2f}x; load average {os.getloadavg()}")
+            t_loop, c_loop, _ = _run(loop, env)
+            t_cat, c_cat, _ = _run(catsim, env)
+        print(f"full grid: catsim sweep {t_cat:.1f} s ({c_cat:.1f} s CPU), loop {t_loop:.1f} s "
+              f"({c_loop:.1f} s CPU), loop ÷ catsim = {t_loop / t_cat:.2f}x wall, "
+              f"{c_loop / c_cat:.2f}x CPU; load average {os.getloadavg()}")
         return
 
     cells = ([(str(n), 1000) for n in FIG2_SIZES] if args.cells == "fig2" else
              [(c.split(":")[0].replace("+", ","), int(c.split(":")[1]))
               for c in args.cells.split(",")])
     print(f"{'N':>18} {'steps':>5} | {'catsim s':>8} | {'loop s':>7} | {'loop÷catsim':>11} | "
-          "final means catsim/loop")
+          f"{'CPU s catsim/loop':>17} | final means catsim/loop")
     for sizes, steps in cells:
         catsim, loop = cell_commands(sizes, steps)
-        t_cat, t_loop = float("inf"), float("inf")
+        t_cat = t_loop = c_cat = c_loop = float("inf")
         for _ in range(args.repeat):
-            t, loop_rows = _run(loop, env)
-            t_loop = min(t_loop, t)
-            t, cat_rows = _run(catsim, env)
-            t_cat = min(t_cat, t)
+            t, c, loop_rows = _run(loop, env)
+            t_loop, c_loop = min(t_loop, t), min(c_loop, c)
+            t, c, cat_rows = _run(catsim, env)
+            t_cat, c_cat = min(t_cat, t), min(c_cat, c)
+        cpu = f"{c_cat:.1f}/{c_loop:.1f}"
         print(f"{sizes:>18} {steps:>5} | {t_cat:>8.2f} | {t_loop:>7.2f} | "
-              f"{t_loop / t_cat:>10.2f}x | {_compare(_summary(cat_rows), _summary(loop_rows))}",
-              flush=True)
+              f"{t_loop / t_cat:>10.2f}x | {cpu:>17} | "
+              f"{_compare(_summary(cat_rows), _summary(loop_rows))}", flush=True)
     print(f"load average at end {os.getloadavg()}")
 
 

@@ -165,6 +165,17 @@ def test_shared_group_size_program_is_bit_identical():
     assert engine.program_group_size(dataclasses.replace(base, group_size=16384)) == 16384
 
 
+def test_shared_program_only_when_another_size_uses_it():
+    """A single N runs its own program (no wasted draws); N values with a common bound share."""
+    cfg = dataclasses.replace(SMALL, group_size=1024)
+    assert engine.program_group_size(cfg) == 2048
+    assert not engine.shares_program(cfg, [1024])
+    assert not engine.shares_program(cfg, [1024, 8, 131072])
+    assert engine.shares_program(cfg, [1024, 2048])
+    assert engine.shares_program(dataclasses.replace(cfg, group_size=2048), [1024, 2048])
+    assert not engine.shares_program(dataclasses.replace(cfg, group_size=16384), [16384, 32768])
+
+
 def test_use_cpu_cores_before_and_after_jax_starts():
     """`use_cpu_cores` adds host devices before JAX starts and leaves a running JAX alone
     (a subprocess: the device count is fixed when JAX starts)."""

@@ -72,9 +72,12 @@ def test_prefix_sum_matches_numpy():
     np.testing.assert_allclose(np.asarray(sampler._prefix_sum(jnp.asarray(x))), np.cumsum(x), rtol=1e-5)
 
 
-def test_search_right_equals_searchsorted_under_vmap():
-    """The per-run search (`lax.map` under vmap) returns exactly jnp.searchsorted's indices, for
-    batched and shared CDFs and nested vmaps, including queries equal to CDF entries."""
+@pytest.mark.parametrize("one_by_one", [True, False])
+def test_search_right_equals_searchsorted_under_vmap(one_by_one, monkeypatch):
+    """The batched search (runs one by one with `lax.map`, the CPU default, or one batched search,
+    the accelerator default) returns exactly jnp.searchsorted's indices, for batched and shared
+    CDFs and nested vmaps, including queries equal to CDF entries."""
+    monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
     rng = np.random.default_rng(4)
     cdf_RxV = np.cumsum(rng.dirichlet(np.full(50, 0.3), size=3), axis=1).astype(np.float32)
     cdf_RxV[:, 10:13] = cdf_RxV[:, 9:10]  # runs of equal entries (zero-probability actions)

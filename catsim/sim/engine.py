@@ -340,6 +340,17 @@ def program_group_size(config: SimConfig) -> int:
     return n
 
 
+def shares_program(config: SimConfig, group_sizes) -> bool:
+    """True when the shared program of `config` (`program_group_size`) would also serve another N
+    of `group_sizes`; otherwise compiling it saves nothing and only wastes draws."""
+    if not can_share_group_size(config):
+        return False
+    bound = program_group_size(config)
+    return any(int(n) != config.group_size
+               and program_group_size(dataclasses.replace(config, group_size=int(n))) == bound
+               for n in group_sizes)
+
+
 @jax.jit
 def initial_metrics(consts: Constants) -> dict:
     """Metrics of the initial policy (group metrics NaN): the step-0 record. One compiled program

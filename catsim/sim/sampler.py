@@ -107,6 +107,12 @@ def search_right(cdf_V, u_N):
     return jnp.searchsorted(cdf_V, u_N, side="right", method="scan")
 
 
+# Search batched CDFs one run after another (`lax.map`)? None: only on the CPU backend, where it
+# keeps each CDF in cache; an accelerator gets one batched search, which is what it runs in
+# parallel (not measured here: no accelerator was available).
+SEARCH_RUNS_ONE_BY_ONE: bool | None = None
+
+
 @search_right.def_vmap
 def _search_right_vmap(axis_size, in_batched, cdf, u):
     cdf_batched, u_batched = in_batched
@@ -114,6 +120,11 @@ def _search_right_vmap(axis_size, in_batched, cdf, u):
         u = jnp.broadcast_to(u, (axis_size,) + u.shape)
     if not cdf_batched:  # one CDF shared by the batch: one search over all queries
         return search_right(cdf, u.reshape(-1)).reshape(u.shape), True
+    one_by_one = SEARCH_RUNS_ONE_BY_ONE
+    if one_by_one is None:
+        one_by_one = jax.default_backend() == "cpu"
+    if not one_by_one:
+        return jax.vmap(search_right.fun)(cdf, u), True
     return jax.lax.map(lambda args: search_right(*args), (cdf, u)), True
 
 
