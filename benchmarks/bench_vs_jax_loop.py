@@ -11,6 +11,7 @@ fold_in(key(seed), t), so they follow the same random stream up to float32 round
     PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --cells fig2    # every Fig. 2 N, 1000 steps
     PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --cells 8:1000,131072:300 --repeat 3
     PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --full-grid     # `catsim sweep` vs loop grid
+    PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --full-grid --keep /tmp/grid  # + its table
     PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --platform cuda # both sides on a GPU
 
 `--platform` sets JAX_PLATFORMS for both processes (cpu, cuda, tpu). On a shared machine read the
@@ -85,6 +86,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per side (best time kept)")
     parser.add_argument("--full-grid", action="store_true",
                         help="instead: default `catsim sweep` vs the loop's full grid")
+    parser.add_argument("--keep", default=None,
+                        help="--full-grid: keep the sweep's output (table, figure) in this folder")
     parser.add_argument("--platform", default=None, help="JAX_PLATFORMS for both sides (cuda…)")
     args = parser.parse_args()
 
@@ -97,8 +100,9 @@ def main() -> None:
 
     if args.full_grid:
         with tempfile.TemporaryDirectory() as tmp:
-            catsim = [sys.executable, "-m", "catsim", "sweep", "--out", f"{tmp}/sweep",
-                      "--figures-dir", f"{tmp}/fig", "--no-progress"]
+            out = args.keep or tmp
+            catsim = [sys.executable, "-m", "catsim", "sweep", "--out", f"{out}/sweep",
+                      "--figures-dir", f"{out}/fig", "--no-progress", "--no-resume"]
             loop = [sys.executable, str(HERE / "jax_loop_baseline.py"), "--full-grid"]
             t_loop, c_loop, _ = _run(loop, env)
             t_cat, c_cat, _ = _run(catsim, env)
