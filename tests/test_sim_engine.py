@@ -192,3 +192,27 @@ def test_use_cpu_cores_before_and_after_jax_starts():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[-2].strip() == "2 2"
+
+
+def test_cli_simulate_records_only_what_it_prints(capsys, tmp_path):
+    """`catsim simulate` without --save records only the final step: same final values as a run
+    that records every step (different programs: float32 rounding at most)."""
+    import json
+
+    from catsim.cli.main import main
+
+    args = ["simulate", "--num-actions", "200", "--num-correct", "20", "--steps", "12", "--n",
+            "4", "--gamma", "0,1", "--seeds", "2", "--format", "json", "--no-shard"]
+
+    def rows(extra):
+        assert main(args + extra) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        return {(r["gamma"], r["seed"]): r for r in map(json.loads, out)}
+
+    final_only, every_step = rows([]), rows(["--save", str(tmp_path / "all.npz")])
+    assert C.SimConfig().log_every == 1 and len(final_only) == 4
+    saved = np.load(tmp_path / "all.npz", allow_pickle=True)
+    assert any(v.ndim and v.shape[-1] == 13 for v in saved.values())  # steps 0…12 recorded
+    for key, row in final_only.items():
+        for name in ("qpos", "mret", "entropy"):
+            assert row[name] == pytest.approx(every_step[key][name], rel=1e-5, abs=1e-7)

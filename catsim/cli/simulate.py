@@ -40,7 +40,9 @@ def run(args) -> int:
 
     cfg = config_from_args(args)
     if args.log_every is None and not args.save:  # only final values are printed: record only them
-        cfg = dataclasses.replace(cfg, log_every=cfg.steps)
+        # (with a progress bar: a record every 100 steps at most, the host loop's chunk)
+        cfg = dataclasses.replace(
+            cfg, log_every=math.gcd(cfg.steps, 100) if args.progress else cfg.steps)
     if args.seeds is not None and args.seeds < 1:
         raise CatsimError(f"--seeds must be >= 1, got {args.seeds}")
     if args.seeds is None and args.seed < 0:
