@@ -312,10 +312,11 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
 
 # Group sizes that share one compiled program (`program_group_size`): every N up to a bound runs
 # the program of the bound, drawing bound-many uniforms and counting the first N. The bounds keep
-# the wasted draws small against the compile time they save (≈ 4 s CPU per program; a blocked
-# draw costs ≈ 1.5 µs, an inverse-CDF draw ≈ 0.1 µs): N = 2…64, 128…512, 1024–2048 and
-# 4096–8192 share one program each; larger N (where draws dominate a step) get their own.
-SHARED_GROUP_SIZE_BOUNDS = (64, sampler.AUTO_BLOCKED_MAX_N, 2048, 8192)
+# the wasted draws small against the compile time they save (≈ 1.3–1.8 s CPU per program; a
+# draw costs ≈ 0.1 µs): N = 2…64, 128…512, 1024–2048 and 4096–8192 share one program each
+# (`shares_program`: only when the job has another N of the same bound); larger N (where draws
+# dominate a step) get their own.
+SHARED_GROUP_SIZE_BOUNDS = (64, 512, 2048, 8192)
 
 
 def can_share_group_size(config: SimConfig) -> bool:
