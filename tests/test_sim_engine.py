@@ -165,6 +165,17 @@ def test_shared_group_size_program_is_bit_identical():
     assert engine.program_group_size(dataclasses.replace(base, group_size=16384)) == 16384
 
 
+def test_shared_program_only_when_another_size_uses_it():
+    """A single N runs its own program (no wasted draws); N values with a common bound share."""
+    cfg = dataclasses.replace(SMALL, group_size=1024)
+    assert engine.program_group_size(cfg) == 2048
+    assert not engine.shares_program(cfg, [1024])
+    assert not engine.shares_program(cfg, [1024, 8, 131072])
+    assert engine.shares_program(cfg, [1024, 2048])
+    assert engine.shares_program(dataclasses.replace(cfg, group_size=2048), [1024, 2048])
+    assert not engine.shares_program(dataclasses.replace(cfg, group_size=16384), [16384, 32768])
+
+
 def test_use_cpu_cores_before_and_after_jax_starts():
     """`use_cpu_cores` adds host devices before JAX starts and leaves a running JAX alone
     (a subprocess: the device count is fixed when JAX starts)."""
@@ -181,3 +192,27 @@ def test_use_cpu_cores_before_and_after_jax_starts():
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[-2].strip() == "2 2"
+
+
+def test_cli_simulate_records_only_what_it_prints(capsys, tmp_path):
+    """`catsim simulate` without --save records only the final step: same final values as a run
+    that records every step (different programs: float32 rounding at most)."""
+    import json
+
+    from catsim.cli.main import main
+
+    args = ["simulate", "--num-actions", "200", "--num-correct", "20", "--steps", "12", "--n",
+            "4", "--gamma", "0,1", "--seeds", "2", "--format", "json", "--no-shard"]
+
+    def rows(extra):
+        assert main(args + extra) == 0
+        out = capsys.readouterr().out.strip().splitlines()
+        return {(r["gamma"], r["seed"]): r for r in map(json.loads, out)}
+
+    final_only, every_step = rows([]), rows(["--save", str(tmp_path / "all.npz")])
+    assert C.SimConfig().log_every == 1 and len(final_only) == 4
+    saved = np.load(tmp_path / "all.npz", allow_pickle=True)
+    assert any(v.ndim and v.shape[-1] == 13 for v in saved.values())  # steps 0…12 recorded
+    for key, row in final_only.items():
+        for name in ("qpos", "mret", "entropy"):
+            assert row[name] == pytest.approx(every_step[key][name], rel=1e-5, abs=1e-7)

@@ -72,9 +72,12 @@ def test_prefix_sum_matches_numpy():
     np.testing.assert_allclose(np.asarray(sampler._prefix_sum(jnp.asarray(x))), np.cumsum(x), rtol=1e-5)
 
 
-def test_search_right_equals_searchsorted_under_vmap():
-    """The per-run search (`lax.map` under vmap) returns exactly jnp.searchsorted's indices, for
-    batched and shared CDFs and nested vmaps, including queries equal to CDF entries."""
+@pytest.mark.parametrize("one_by_one", [True, False])
+def test_search_right_equals_searchsorted_under_vmap(one_by_one, monkeypatch):
+    """The batched search (runs one by one with `lax.map`, the CPU default, or one batched search,
+    the accelerator default) returns exactly jnp.searchsorted's indices, for batched and shared
+    CDFs and nested vmaps, including queries equal to CDF entries."""
+    monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
     rng = np.random.default_rng(4)
     cdf_RxV = np.cumsum(rng.dirichlet(np.full(50, 0.3), size=3), axis=1).astype(np.float32)
     cdf_RxV[:, 10:13] = cdf_RxV[:, 9:10]  # runs of equal entries (zero-probability actions)
@@ -103,3 +106,25 @@ def test_num_draws_counts_the_first_draws(method):
         long = draw(key, p, 64, method, 8, jnp.int32(n))
         np.testing.assert_array_equal(np.asarray(long), np.asarray(short))
         assert float(long.sum()) == n
+
+
+@pytest.mark.parametrize("n", [2048, 4096])
+def test_default_blocks_and_auto_choice_are_multinomial(n):
+    """The defaults (K = sampler.BLOCK_SIZE, "auto": blocked up to AUTO_BLOCKED_MAX_N, inverse CDF
+    above) on a V of several blocks with a partial last block, zero and dominant actions."""
+    rng = np.random.default_rng(n)
+    p = rng.dirichlet(np.full(300, 0.5))
+    p[[0, 77, 299]] = 0.0
+    p[150] += 0.3
+    p = (p / p.sum()).astype(np.float32)
+    assert 300 % sampler.BLOCK_SIZE and 300 > 4 * sampler.BLOCK_SIZE
+    method = sampler.choose_sampler("auto", n)
+    assert method == ("blocked" if n <= sampler.AUTO_BLOCKED_MAX_N else "inverse_cdf")
+    draw = jax.jit(jax.vmap(lambda k: sampler.sample_counts(k, jnp.asarray(p), n)))
+    counts = np.asarray(draw(jax.random.split(jax.random.key(n), 20)), np.float64)
+    assert np.all(counts.sum(1) == n)
+    assert _chi_square(counts.sum(0), p, n * 20) > ALPHA
+    same = jax.jit(lambda k: sampler.sample_counts(k, jnp.asarray(p), n, "inverse_cdf"))
+    np.testing.assert_array_equal(np.asarray(same(jax.random.key(1))),  # blocked = inverse CDF
+                                  np.asarray(jax.jit(lambda k: sampler.sample_counts(
+                                      k, jnp.asarray(p), n, "blocked"))(jax.random.key(1))))

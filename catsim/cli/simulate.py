@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 
@@ -51,6 +52,10 @@ def run(args) -> int:
     from catsim.sim.sweep import learning_rate_for, low_lr_variants, simulate
 
     cfg = config_from_args(args)
+    if args.log_every is None and not args.save:  # only final values are printed: record only them
+        # (with a progress bar: a record every 100 steps at most, the host loop's chunk)
+        cfg = dataclasses.replace(
+            cfg, log_every=math.gcd(cfg.steps, 100) if args.progress else cfg.steps)
     controls = low_lr_gammas(args)
     sizes, gamma_values = group_sizes(args.n), gammas(args.gamma)
     if args.seeds is not None and args.seeds < 1:

@@ -59,7 +59,14 @@ class State(NamedTuple):
     z: jax.Array  # [V] logits
     logp: jax.Array  # [V] log softmax(z)
     opt_state: optax.OptState
-    group: dict  # group metrics of the last update (metrics.GROUP_METRICS)
+    group: dict  # scalar group metrics of the last update (GROUP_SCALARS)
+    counts: jax.Array  # [V] the last group's counts
+    logp_before: jax.Array  # [V] log-probabilities before the last update
+
+
+# Group metrics every step computes (scalars); the two unsampled-mass metrics are computed at
+# record time from the carried counts and log-probabilities, so one step program serves all steps.
+GROUP_SCALARS = ("mu_hat", "focal", "active", "draws")
 
 
 def make_constants(config: SimConfig) -> Constants:
@@ -121,7 +128,7 @@ def per_action_advantages(update: UpdateConfig, counts_V, correct_V, gamma_t):
     return adv_V, mu_hat, g, active
 
 
-# --- asymmetric GRPO (issue 9): the components that make sense for one-step categorical actions ---
+# --- asymmetric GRPO (docs/asymmetric-grpo.md): the components that make sense for one-step categorical actions ---
 
 
 def asymmetric_per_action(update: UpdateConfig, adv_V, correct_V, z_V):
@@ -177,7 +184,7 @@ def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, count
                  group_size: int | None = None):
     """One policy update on a sampled group (all `update.ppo_epochs` optimiser steps).
 
-    Asymmetric GRPO (issue 9): advantages are computed on the full group, then weighted by channel
+    Asymmetric GRPO: advantages are computed on the full group, then weighted by channel
     (`asymmetric_per_action`); with `asym_recompose` the loss averages over the kept draws only
     (`recomposed_counts`, needs the static `group_size`); the dual clip lives in `tx`.
 
@@ -205,8 +212,8 @@ def apply_update(update: UpdateConfig, tx, consts, z_V, logp_V, opt_state, count
     return z_V, opt_state, (mu_hat, g, active)
 
 
-def _nan_group():
-    return {name: jnp.float32(jnp.nan) for name in metrics.GROUP_METRICS}
+def _nan_group(names=metrics.GROUP_METRICS):
+    return {name: jnp.float32(jnp.nan) for name in names}
 
 
 def _draw(update: UpdateConfig, method: str, n: int, key, p_V, correct_V, num_draws=None):
@@ -257,9 +264,11 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
 
     def init(consts: Constants, learning_rate) -> State:
         tx = make_optimizer(update, learning_rate)
-        return State(consts.z0, jax.nn.log_softmax(consts.z0), tx.init(consts.z0), _nan_group())
+        logp0 = jax.nn.log_softmax(consts.z0)
+        return State(consts.z0, logp0, tx.init(consts.z0), _nan_group(GROUP_SCALARS),
+                     jnp.zeros_like(consts.z0), logp0)
 
-    def step(consts, tx, schedule, with_group: bool, num_draws, state: State, t):
+    def step(consts, tx, schedule, num_draws, state: State, t):
         key, step_index = t
         p_V = jnp.exp(state.logp)
         counts_V, draws = _draw(update, method, n, key, p_V, consts.correct, num_draws)
@@ -269,18 +278,9 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
         z_V, opt_state, (mu_hat, g, active) = apply_update(
             update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t, n
         )
-        logp_V = jax.nn.log_softmax(z_V)
-        if not with_group:  # only the last step before a record keeps its group metrics
-            return State(z_V, logp_V, opt_state, state.group), None
-        group = {
-            "mu_hat": mu_hat,
-            "focal": g,
-            "active": active.astype(jnp.float32),
-            "qu_pos_before": metrics.unsampled_correct_mass(p_V, counts_V, consts.correct),
-            "qu_pos_after": metrics.unsampled_correct_mass(jnp.exp(logp_V), counts_V, consts.correct),
-            "draws": draws,
-        }
-        return State(z_V, logp_V, opt_state, group), None
+        group = {"mu_hat": mu_hat, "focal": g, "active": active.astype(jnp.float32),
+                 "draws": draws}
+        return State(z_V, jax.nn.log_softmax(z_V), opt_state, group, counts_V, state.logp), None
 
     def chunk(consts: Constants, state: State, key, gamma, learning_rate, first_record,
               group_size=None):
@@ -290,16 +290,20 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
         tx = make_optimizer(update, learning_rate)
         schedule = dataclasses.replace(update.gamma, gamma=gamma)
         p0_V = jax.nn.softmax(consts.z0)
-        plain = functools.partial(step, consts, tx, schedule, False, num_draws)
-        last = functools.partial(step, consts, tx, schedule, True, num_draws)
+        one_step = functools.partial(step, consts, tx, schedule, num_draws)
 
         def record(state, r):
             steps = r * k + jnp.arange(k)
             keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(steps)
-            if k > 1:
-                state, _ = jax.lax.scan(plain, state, (keys[:-1], steps[:-1]))
-            state, _ = last(state, (keys[-1], steps[-1]))
-            return state, metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
+            state, _ = jax.lax.scan(one_step, state, (keys, steps))
+            unsampled = {
+                "qu_pos_before": metrics.unsampled_correct_mass(
+                    jnp.exp(state.logp_before), state.counts, consts.correct),
+                "qu_pos_after": metrics.unsampled_correct_mass(
+                    jnp.exp(state.logp), state.counts, consts.correct),
+            }
+            return state, (metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
+                           | unsampled)
 
         return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))
 
@@ -308,10 +312,11 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
 
 # Group sizes that share one compiled program (`program_group_size`): every N up to a bound runs
 # the program of the bound, drawing bound-many uniforms and counting the first N. The bounds keep
-# the wasted draws small against the compile time they save (≈ 4 s CPU per program; a blocked
-# draw costs ≈ 1.5 µs, an inverse-CDF draw ≈ 0.1 µs): N = 2…64, 128…512, 1024–2048 and
-# 4096–8192 share one program each; larger N (where draws dominate a step) get their own.
-SHARED_GROUP_SIZE_BOUNDS = (64, sampler.AUTO_BLOCKED_MAX_N, 2048, 8192)
+# the wasted draws small against the compile time they save (≈ 1.3–1.8 s CPU per program; a
+# draw costs ≈ 0.1 µs): N = 2…64, 128…512, 1024–2048 and 4096–8192 share one program each
+# (`shares_program`: only when the job has another N of the same bound); larger N (where draws
+# dominate a step) get their own.
+SHARED_GROUP_SIZE_BOUNDS = (64, 512, 2048, 8192)
 
 
 def can_share_group_size(config: SimConfig) -> bool:
@@ -336,8 +341,21 @@ def program_group_size(config: SimConfig) -> int:
     return n
 
 
+def shares_program(config: SimConfig, group_sizes) -> bool:
+    """True when the shared program of `config` (`program_group_size`) would also serve another N
+    of `group_sizes`; otherwise compiling it saves nothing and only wastes draws."""
+    if not can_share_group_size(config):
+        return False
+    bound = program_group_size(config)
+    return any(int(n) != config.group_size
+               and program_group_size(dataclasses.replace(config, group_size=int(n))) == bound
+               for n in group_sizes)
+
+
+@jax.jit
 def initial_metrics(consts: Constants) -> dict:
-    """Metrics of the initial policy (group metrics NaN): the step-0 record."""
+    """Metrics of the initial policy (group metrics NaN): the step-0 record. One compiled program
+    (run op by op, its ≈ 20 small operations each compiled on first use cost ≈ 1 s of start-up)."""
     logp0 = jax.nn.log_softmax(consts.z0)
     return metrics.state_metrics(logp0, jnp.exp(logp0), consts.correct) | _nan_group()
 

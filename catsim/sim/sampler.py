@@ -4,11 +4,11 @@ Every update rule in `catsim.objectives` depends on a group only through how oft
 drawn (repeats counted), so the simulator samples the count vector c_V, Σ c = N, distributed as
 Multinomial(N, p). Two inverse-CDF samplers, chosen by N (`sampler="auto"`):
 
-  * "blocked" (small N): the V probabilities are cut into blocks of K; a draw picks its block by
+  * "blocked" (N <= 2048): the V probabilities are cut into blocks of K; a draw picks its block by
     inverse CDF over the block sums, then its action by inverse CDF inside the block. Work
-    O(V + N·K): one pass over V (block sums) and no V-long cumulative sum, which XLA's CPU backend
+    O(V + N·K²): one pass over V (block sums) and no V-long cumulative sum, which XLA's CPU backend
     computes slowly.
-  * "inverse_cdf" (large N): one two-level cumulative sum over V (per-block prefix sums plus block
+  * "inverse_cdf" (N > 2048): one two-level cumulative sum over V (per-block prefix sums plus block
     offsets, which also keeps float32 rounding small) and a binary search per draw,
     O(V + N·log V).
 
@@ -25,8 +25,15 @@ import jax.numpy as jnp
 
 from catsim.errors import CatsimError
 
-BLOCK_SIZE = 128  # K: actions per block (a multiple of the SIMD width; 128,000 = 1000 blocks)
-AUTO_BLOCKED_MAX_N = 512  # "auto" uses the blocked sampler up to this N (measured crossover), inverse_cdf above
+# K: actions per block (128,000 = 4000 blocks). Both samplers cost O(K) per action for the
+# per-block prefix sums (a K×K triangular matmul) and the blocked one O(K²) per draw; measured
+# against K = 128, 8 runs, V = 128,000, CPU ms per run: the CDF 0.18 → 0.09, a blocked group of
+# N = 512 0.26 → 0.11. A different K sums the CDF in another order (float32 rounding of the
+# boundaries), so it changes a draw where a uniform falls within rounding of a boundary.
+BLOCK_SIZE = 32
+# "auto" uses the blocked sampler up to this N, inverse_cdf above (measured with K = 32, CPU ms
+# per run: blocked vs inverse_cdf 0.10 vs 0.24 at N = 1024, 0.19 vs 0.29 at 2048, 0.75 vs 0.44 at 8192).
+AUTO_BLOCKED_MAX_N = 2048
 
 
 def choose_sampler(method: str, group_size: int) -> str:
@@ -107,6 +114,12 @@ def search_right(cdf_V, u_N):
     return jnp.searchsorted(cdf_V, u_N, side="right", method="scan")
 
 
+# Search batched CDFs one run after another (`lax.map`)? None: only on the CPU backend, where it
+# keeps each CDF in cache; an accelerator gets one batched search, which is what it runs in
+# parallel (not measured here: no accelerator was available).
+SEARCH_RUNS_ONE_BY_ONE: bool | None = None
+
+
 @search_right.def_vmap
 def _search_right_vmap(axis_size, in_batched, cdf, u):
     cdf_batched, u_batched = in_batched
@@ -114,6 +127,11 @@ def _search_right_vmap(axis_size, in_batched, cdf, u):
         u = jnp.broadcast_to(u, (axis_size,) + u.shape)
     if not cdf_batched:  # one CDF shared by the batch: one search over all queries
         return search_right(cdf, u.reshape(-1)).reshape(u.shape), True
+    one_by_one = SEARCH_RUNS_ONE_BY_ONE
+    if one_by_one is None:
+        one_by_one = jax.default_backend() == "cpu"
+    if not one_by_one:
+        return jax.vmap(search_right.fun)(cdf, u), True
     return jax.lax.map(lambda args: search_right(*args), (cdf, u)), True
 
 

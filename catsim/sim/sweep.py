@@ -76,11 +76,13 @@ def low_lr_variants(config: SimConfig, low_lr_gammas: Sequence[float] | None) ->
 
 
 def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *,
-             progress=None, shard: bool = False) -> dict:
+             progress=None, shard: bool = False, share_with: Sequence[int] | None = None) -> dict:
     """Run every (γ, seed) of one config (one N) as one batch.
 
     Returns metric name -> [len(gammas), len(seeds), steps/log_every + 1] float32 NumPy arrays.
     `progress`: an object with `update(n)` (e.g. tqdm), advanced by run-steps done.
+    `share_with`: the other N of the same job; a program shared between group sizes is used only
+    when one of them needs it too (None: whenever possible).
     """
     for g in gammas:
         if not (np.isfinite(g) and g >= 0):
@@ -95,7 +97,8 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     per_chunk = _records_per_chunk(num_records, config.log_every)
     # One compiled program serves several N (engine.program_group_size): identical counts, fewer
     # compilations in a sweep.
-    shared = engine.can_share_group_size(config)
+    shared = (engine.can_share_group_size(config) if share_with is None
+              else engine.shares_program(config, share_with))
     init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared)
     extra = (jnp.int32(config.group_size),) if shared else ()
     consts = engine.make_constants(config)
@@ -150,7 +153,7 @@ def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
     parts = []
     try:
         for cfg in configs:
-            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard)
+            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard, share_with=sizes)
             parts.append(_cell_results(cfg, gs, seed_list, cell))
     finally:
         if bar is not None:
@@ -222,7 +225,8 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     try:
         for cfg, path, sig in todo:
             t0 = time.perf_counter()
-            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard)
+            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard,
+                            share_with=[c.group_size for c, _, _ in todo])
             timings[cfg.group_size if len(variants) == 1 else path.stem] = time.perf_counter() - t0
             res = _cell_results(cfg, gs, seed_list, cell)
             res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
