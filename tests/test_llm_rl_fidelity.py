@@ -214,10 +214,15 @@ def test_recomposition_and_mixed_groups_rank_by_sequence_log_prob():
     np.testing.assert_allclose(rl_asym.mixed_weights(two, logp, dist, cfg), [[1.5, 1, 1, 1, 1]])
     later = np.array([[-3.0, -4.0, -1.0, -2.0, -0.5]], np.float32)  # now index 2 is the more probable
     np.testing.assert_allclose(rl_asym.mixed_weights(two, later, dist, cfg), [[1, 1, 1.5, 1, 1]])
-    # and the share of negatives near a positive (δ = 2 edits): all of them at distance 1
+    # and the share of negatives near a positive (δ = 4 edits): all at distance 1, none at 4
     assert rl_asym.mixed_near_fraction(two, dist, np.ones(1), cfg) == 1.0
-    assert rl_asym.mixed_near_fraction(two, 3 * dist, np.ones(1), cfg) == 0.0
+    assert rl_asym.mixed_near_fraction(two, 4 * dist, np.ones(1), cfg) == 0.0
     assert rl_asym.mixed_near_fraction(two, dist, np.zeros(1), cfg) is None  # group dropped
+    # the trainer's δ is in token edits: near = at most 3 edits from a positive (δ = 4)
+    far = np.array([[[0, 3, 5, 4, 9], [3, 0, 1, 1, 1], [5, 1, 0, 1, 1], [4, 1, 1, 0, 1], [9, 1, 1, 1, 0]]],
+                   np.float32)
+    np.testing.assert_allclose(rl_asym.mixed_weights(scores, logp, far, cfg), [[1.5, 1, 0, 0, 0]])
+    assert rl_asym.mixed_near_fraction(scores, far, np.ones(1), cfg) == 0.25
 
 
 def test_baseline_free_channels():

@@ -53,6 +53,7 @@ KL_ESTIMATORS = ("k1", "k3")
 AGGREGATIONS = ("token_mean", "sequence_mean", "token_sum_constant")
 ADV_STDS = ("population", "sample")  # the GRPO std: ddof 0 (the paper's analysis) or 1 (verl, TRL)
 ASYM_ADVANTAGES = ("baseline", "baseline_free")
+TRAINER_DELTA = 4.0  # the trainer's default δ of mixed groups and recomposition, in token edits
 
 
 def _count(name: str, value, minimum: int) -> None:
@@ -207,7 +208,9 @@ class RLConfig:
     gamma: GammaSchedule = GammaSchedule()  # focal exponent γ and its schedule (paper F-GRPO: 0.5)
     low_lr_gamma: float = 0.0  # App. N control: > 0 multiplies the lr by m_γ at this γ (GRPO only)
     gamma_steps_per_epoch: int = 0  # epoch length of the epoch_increment γ rule; 0 = one pass over the prompts
-    asym: AsymmetricConfig = AsymmetricConfig()  # asym-GRPO hyper-parameters
+    # asym-GRPO hyper-parameters; δ in token edits (the trainer's distance), not the article's KL
+    # 2.0: near = at most 3 edits from a positive (docs/asymmetric-grpo.md §9 has the measurement)
+    asym: AsymmetricConfig = AsymmetricConfig(delta=TRAINER_DELTA)
     components: AsymComponents = AsymComponents()  # which asym-GRPO components run
     optimizer: OptimizerConfig = OptimizerConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -391,8 +394,8 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
                          "prompts (groups) sampled per step, verl's train_batch_size (paper 256)"),
     "group_size": ("rollout", "group_size", "N rollouts per prompt"),
     "mini_batch_prompts": ("optimizer", "mini_batch_prompts",
-                           "prompts (groups) per optimizer update, verl's ppo_mini_batch_size (paper 64; "
-                           "default: 0 = --mini-batch-size, else the whole step)"),
+                           "prompts (groups) per optimizer update, verl's ppo_mini_batch_size, paper 64 "
+                           "(default: 0 = --mini-batch-size, else the whole step)"),
     "mini_batch_size": ("optimizer", "mini_batch_size",
                         "rollouts per optimizer update, a multiple of N (0 = the whole step)"),
     "micro_batch_size": ("optimizer", "micro_batch_size",
@@ -440,7 +443,8 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "asym_confidence": ("components", "confidence", "asym-GRPO: A < 0 also × the mean token confidence"),
     "asym_recompose": ("components", "recompose", "asym-GRPO: loss only on the rollouts recomposition keeps"),
     "asym_mixed": ("components", "mixed", "asym-GRPO: mixed groups amplify top positives, drop far negatives"),
-    "mixed_delta": ("asym", "delta", "mixed groups: δ, in token edits to the nearest positive"),
+    "mixed_delta": ("asym", "delta", "mixed groups: a negative is kept when fewer than δ token edits from a "
+                                     "positive; recomposition: cluster radius of all-negative groups"),
     "asym_advantage": ("components", "advantage", "asym-GRPO channels on the GRPO advantages (baseline) or "
                                                   "the literal w⁺·r − w⁻·(1 − r) (baseline_free)"),
     "dual_clip": ("components", "dual_clip", "asym-GRPO: dual-threshold gradient clip"),
