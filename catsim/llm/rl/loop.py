@@ -7,7 +7,8 @@ uninterrupted one exactly:
    `group_size` completions of each (`catsim.llm.rollout.sample_groups`; per-sample keys
    (step key, prompt index, sample index)) and score them with the task's verifier; DAPO's dynamic
    sampling draws further prompt batches until enough groups are active;
-2. score: group success rates μ̂ (once), advantages × the focal weight (1 − μ̂)^γ, behaviour- and
+2. score: group success rates μ̂ (once), advantages (DAPO: of the overlong-shaped rewards) × the
+   focal weight (1 − μ̂)^γ, DAPO's overlong filtering if on, behaviour- and
    reference-policy token log-probs (`catsim.llm.scoring`), the asym-GRPO components if on;
 3. update: `ppo_epochs` passes of mini-batch optimizer updates (`step.make_functions`);
 4. record: one `rl_log.jsonl` line (`STEP_METRICS`), safeguard warnings, state saves, snapshots.
@@ -75,8 +76,8 @@ STEP_METRICS = {
     "gamma": "γ used this step",
     "mean_g": "mean focal weight (1 − μ̂)^γ over active kept groups (null if none)",
     "entropy": "token-mean policy entropy (nats) over response tokens",
-    "clip_low_frac": "token share clipped at 1 − ε_low with A < 0 (PPO/DAPO) or IS-clipped (CISPO)",
-    "clip_high_frac": "token share clipped at 1 + ε_high with A > 0 (PPO/DAPO); 0 for CISPO",
+    "clip_low_frac": "token share clipped at 1 − ε_low with A < 0 (PPO/DAPO); IS weight below 1 − ε_low (CISPO)",
+    "clip_high_frac": "token share clipped at 1 + ε_high with A > 0 (PPO/DAPO); IS weight above 1 + ε_high (CISPO)",
     "kl": "token-mean k3 estimate of KL(π‖π_ref) (null without a reference)",
     "truncated_frac": "share of the kept groups' rollouts that hit max_new_tokens without a stop token",
     "response_length": "mean generated tokens per rollout (stop token included)",
