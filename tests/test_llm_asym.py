@@ -1,4 +1,4 @@
-"""Asymmetric GRPO in the LLM RL trainer (issue 9): the batch adjustment against hand-computed
+"""Asymmetric GRPO in the LLM RL trainer: the batch adjustment against hand-computed
 values, the switches, and a run through `run_rl` with a tiny model."""
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def test_asymmetric_batch_hand_computed():
     adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
     batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)
-    out = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    out, stats = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    assert stats == {"mixed_near_frac": None}
     resp = np.zeros_like(batch["loss_mask"])
     resp[:, 1:] = RMASK  # response token j is the target at index W − 1 + j = 1 + j
     conf, old = _conf(batch), _old_logp(batch)
@@ -72,13 +73,17 @@ def test_asymmetric_batch_hand_computed():
 
 def test_recomposition_keeps_the_best_positive_of_a_rich_group():
     cfg = RLConfig.from_flat(method="grpo", asym_recompose=True, group_size=4, prompts_per_step=2)
-    keep = rl_asym.recompose_keep(np.array([[1, 1, 1, 0], [0.6, 1.0, 0.7, 0.0]], np.float32), cfg)
-    np.testing.assert_array_equal(keep, [[1, 0, 0, 0], [0, 1, 0, 0]])
-    groups = _groups([1, 1, 1, 0])
+    scores = np.array([[1, 1, 1, 0], [0.6, 1.0, 0.7, 0.0]], np.float32)
+    logp = np.array([[-3.0, -1.0, -2.0, -0.5], [-0.1, -3.0, -0.2, -0.3]], np.float32)
+    dist = np.zeros((2, 4, 4), np.float32)
+    # equal scores: the most probable positive (index 1, log π̄ = −1); graded: the highest score
+    keep = rl_asym.recompose_keep(scores, logp, dist, cfg)
+    np.testing.assert_array_equal(keep, [[0, 1, 0, 0], [0, 1, 0, 0]])
+    groups = _groups([1, 1, 1, 0])  # rows' log π̄ from _old_logp fall with the row: row 0 is the best
     adv = np.array([[0.5, 0.5, 0.5, -1.5]], np.float32)
     batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)
-    out = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    out, _ = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
     np.testing.assert_array_equal(out["adv"], batch["adv"])  # channels off: advantages untouched
     np.testing.assert_array_equal(out["loss_mask"][1:], 0.0)
     np.testing.assert_array_equal(out["loss_mask"][0], batch["loss_mask"][0])
@@ -92,11 +97,14 @@ def test_mixed_group_weights_with_token_edit_distance(delta, weights):
     cfg = RLConfig.from_flat(method="grpo", asym_mixed=True, mixed_delta=delta, group_size=4,
                    prompts_per_step=1)
     groups = _groups([1.0, 0.0, 0.0, 0.5])
-    np.testing.assert_array_equal(rl_asym.mixed_weights(groups, cfg), [weights])
+    dist = rl_asym.edit_distances(groups)
+    logp = np.zeros((1, 4), np.float32)
+    np.testing.assert_array_equal(rl_asym.mixed_weights(groups.scores, logp, dist, cfg), [weights])
     adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
     batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)
-    out = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    out, stats = rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+    assert stats["mixed_near_frac"] == (1.0 if delta == 2.0 else 0.0)  # both negatives 1 edit away
     want = rl_step.build_batch(groups, adv * np.array([weights], np.float32), np.array([1.0]))["adv"]
     np.testing.assert_allclose(out["adv"], want, rtol=1e-6)
 

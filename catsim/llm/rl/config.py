@@ -32,14 +32,15 @@ class Method:
     clip_low: float  # ε_low (CISPO: 1.0 means no lower clip)
     clip_high: float  # ε_high
     advantage: str  # "grpo" (std-normalised) or "dr_grpo" (mean-centred)
-    aggregation: str  # "token_mean" or "token_sum_constant" (Dr.GRPO)
+    aggregation: str  # one of AGGREGATIONS: "token_mean", "sequence_mean" or "token_sum_constant"
     dynamic_sampling: bool  # keep only active groups, drawing more prompts (DAPO)
     asymmetric: bool = False  # default of the asym-GRPO components (docs/asymmetric-grpo.md)
+    overlong_shaping: bool = False  # DAPO's soft overlong punishment added to the rewards
 
 
 METHODS = {
     "grpo": Method("grpo", 0.2, 0.2, "grpo", "token_mean", False),
-    "dapo": Method("dapo", 0.2, 0.28, "grpo", "token_mean", True),
+    "dapo": Method("dapo", 0.2, 0.28, "grpo", "token_mean", True, overlong_shaping=True),
     "cispo": Method("cispo", 1.0, 5.0, "grpo", "token_mean", False),
     "dr_grpo": Method("grpo", 0.2, 0.2, "dr_grpo", "token_sum_constant", False),
     # GRPO + every asymmetric component on by default (each switchable, docs/asymmetric-grpo.md)
@@ -47,6 +48,12 @@ METHODS = {
 }
 TEMPERATURE_SCHEDULES = ("constant", "cosine", "stepwise")
 KL_ESTIMATORS = ("k1", "k3")
+# loss aggregation over a batch's response tokens (catsim.objectives.losses): the token mean (DAPO,
+# the paper's App. B), the mean of per-sequence token means (original GRPO), Dr.GRPO's constant
+AGGREGATIONS = ("token_mean", "sequence_mean", "token_sum_constant")
+ADV_STDS = ("population", "sample")  # the GRPO std: ddof 0 (the paper's analysis) or 1 (verl, TRL)
+ASYM_ADVANTAGES = ("baseline", "baseline_free")
+TRAINER_DELTA = 4.0  # the trainer's default δ of mixed groups and recomposition, in token edits
 
 
 def _count(name: str, value, minimum: int) -> None:
@@ -71,11 +78,23 @@ class ObjectiveConfig:
     reward_wrong: float = 0.0  # Rw: reward of a score of 0 (graded scores map linearly)
     batch_renorm: bool = False  # re-normalise advantages over the whole batch
     adv_eps: float = 1e-6  # ε in the GRPO std denominator
+    adv_std: str = "population"  # GRPO std: "population" (ddof 0) or "sample" (ddof 1, verl/TRL)
+    aggregation: str | None = None  # one of AGGREGATIONS; None = the method's
+    overlong_shaping: bool | None = None  # DAPO soft overlong punishment; None = the method's (dapo)
+    overlong_buffer: float = 0.2  # its ramp, as a share of max_new_tokens (DAPO: 4,096 of 20,480)
+    overlong_penalty: float = 1.0  # its reward penalty at max_new_tokens (DAPO: 1)
+    overlong_filter: bool = False  # truncated completions carry no loss (DAPO's overlong filtering)
 
     def __post_init__(self) -> None:
         _count("max_sampling_rounds", self.max_sampling_rounds, 1)
-        for name in ("kl_coef", "entropy_coef", "adv_eps"):
+        for name in ("kl_coef", "entropy_coef", "adv_eps", "overlong_penalty"):
             v.check_nonnegative(name, getattr(self, name))
+        v.check_in_closed("overlong_buffer", self.overlong_buffer, 0.0, 1.0)
+        if self.adv_std not in ADV_STDS:
+            raise CatsimError(f"adv_std must be one of {', '.join(ADV_STDS)}, got {self.adv_std!r}")
+        if self.aggregation not in (None, *AGGREGATIONS):
+            raise CatsimError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, "
+                              f"got {self.aggregation!r}")
         for name in ("clip_low", "clip_high"):
             if getattr(self, name) is not None:
                 v.check_nonnegative(name, getattr(self, name))
@@ -95,9 +114,13 @@ class AsymComponents:
     mixed: bool | None = None  # mixed groups: ×amplify top-k positives, drop negatives ≥ δ edits away
     dual_clip: bool | None = None  # dual-threshold gradient clip instead of the plain max-norm clip
     positive_threshold: float = 0.5  # a rollout with score >= this is a positive
+    advantage: str = "baseline"  # channels on GRPO advantages, or the literal w⁺·r − w⁻·(1 − r)
 
     def __post_init__(self) -> None:
         v.check_in_closed("positive_threshold", self.positive_threshold, 0.0, 1.0)
+        if self.advantage not in ASYM_ADVANTAGES:
+            raise CatsimError(f"asym_advantage must be one of {', '.join(ASYM_ADVANTAGES)}, "
+                              f"got {self.advantage!r}")
 
 
 @dataclass(frozen=True)
@@ -110,7 +133,8 @@ class OptimizerConfig:
     grad_clip: float = 1.0  # global gradient-norm clip
     dual_clip_lower: float = 0.1  # dual clip: lower gradient-norm threshold
     dual_clip_amplification: float = 1.5  # dual clip: amplification below the lower threshold
-    mini_batch_size: int = 0  # rollouts per optimizer update; 0 = all of the step
+    mini_batch_prompts: int = 0  # prompts (groups) per optimizer update, as verl's ppo_mini_batch_size
+    mini_batch_size: int = 0  # the same in rollouts (a multiple of N); 0 = all of the step
     micro_batch_size: int = 0  # rollouts per forward/backward pass; 0 = the mini-batch
     ppo_epochs: int = 1  # passes over the step's rollouts
 
@@ -119,6 +143,7 @@ class OptimizerConfig:
         v.check_positive("grad_clip", self.grad_clip)
         v.check_nonnegative("weight_decay", self.weight_decay)
         _count("warmup_steps", self.warmup_steps, 0)
+        _count("mini_batch_prompts", self.mini_batch_prompts, 0)
         _count("mini_batch_size", self.mini_batch_size, 0)
         _count("micro_batch_size", self.micro_batch_size, 0)
         _count("ppo_epochs", self.ppo_epochs, 1)
@@ -128,7 +153,7 @@ class OptimizerConfig:
 class RolloutConfig:
     """What each step samples."""
 
-    prompts_per_step: int = 8  # prompts (groups) per step
+    prompts_per_step: int = 8  # prompts (groups) per step, as verl's train_batch_size (paper: 256)
     group_size: int = 8  # N rollouts per prompt
     temperature: float = 1.0  # sampling temperature (the schedule's τ_max)
     top_p: float = 1.0  # nucleus sampling mass (1 = off)
@@ -182,7 +207,10 @@ class RLConfig:
     objective: ObjectiveConfig = ObjectiveConfig()  # overrides of the preset, KL, entropy, rewards
     gamma: GammaSchedule = GammaSchedule()  # focal exponent γ and its schedule (paper F-GRPO: 0.5)
     low_lr_gamma: float = 0.0  # App. N control: > 0 multiplies the lr by m_γ at this γ (GRPO only)
-    asym: AsymmetricConfig = AsymmetricConfig()  # asym-GRPO hyper-parameters
+    gamma_steps_per_epoch: int = 0  # epoch length of the epoch_increment γ rule; 0 = one pass over the prompts
+    # asym-GRPO hyper-parameters; δ in token edits (the trainer's distance), not the article's KL
+    # 2.0: near = at most 3 edits from a positive (docs/asymmetric-grpo.md §9 has the measurement)
+    asym: AsymmetricConfig = AsymmetricConfig(delta=TRAINER_DELTA)
     components: AsymComponents = AsymComponents()  # which asym-GRPO components run
     optimizer: OptimizerConfig = OptimizerConfig()
     rollout: RolloutConfig = RolloutConfig()
@@ -192,12 +220,27 @@ class RLConfig:
         if self.method not in METHODS:
             raise CatsimError(f"unknown RL method {self.method!r}; choose one of {', '.join(METHODS)}")
         v.check_nonnegative("low_lr_gamma", self.low_lr_gamma)
+        _count("gamma_steps_per_epoch", self.gamma_steps_per_epoch, 0)
         if self.low_lr_gamma > 0 and self.gamma.gamma > 0:
             raise CatsimError("the low-lr control (low_lr_gamma) is a GRPO baseline: use gamma = 0")
-        opt = self.optimizer
+        opt, n = self.optimizer, self.group_size
+        if opt.mini_batch_prompts and self.rollout.prompts_per_step % opt.mini_batch_prompts:
+            raise CatsimError(f"mini_batch_prompts {opt.mini_batch_prompts} must divide the "
+                              f"{self.rollout.prompts_per_step} prompts of a step")
+        if opt.mini_batch_prompts and opt.mini_batch_size and opt.mini_batch_size != opt.mini_batch_prompts * n:
+            raise CatsimError(f"mini_batch_size {opt.mini_batch_size} (rollouts) and mini_batch_prompts "
+                              f"{opt.mini_batch_prompts} (× N = {n}) disagree; give one of them")
         if opt.mini_batch_size and self.rollout.rollouts % opt.mini_batch_size:
             raise CatsimError(f"mini_batch_size {opt.mini_batch_size} must divide the "
                               f"{self.rollout.rollouts} rollouts of a step")
+        if opt.mini_batch_size % n:
+            raise CatsimError(f"mini_batch_size {opt.mini_batch_size} must be a multiple of the group size "
+                              f"{n}, so that a mini-batch holds whole groups (or give mini_batch_prompts)")
+        if self.objective.adv_std == "sample" and n < 2 and self.method_spec().advantage == "grpo":
+            raise CatsimError("adv_std 'sample' (ddof 1) needs a group size of at least 2")
+        if self.components.advantage == "baseline_free" and not self.use("channels"):
+            raise CatsimError("asym_advantage 'baseline_free' is a form of the asym-GRPO channels: "
+                              "switch on asym_channels (or use method asym-grpo)")
         if opt.micro_batch_size and self.mini_batch % opt.micro_batch_size:
             raise CatsimError(f"micro_batch_size {opt.micro_batch_size} must divide the mini-batch "
                               f"of {self.mini_batch} rollouts")
@@ -252,7 +295,21 @@ class RLConfig:
             clip_low=spec.clip_low if o.clip_low is None else o.clip_low,
             clip_high=spec.clip_high if o.clip_high is None else o.clip_high,
             dynamic_sampling=spec.dynamic_sampling if o.dynamic_sampling is None else o.dynamic_sampling,
+            aggregation=spec.aggregation if o.aggregation is None else o.aggregation,
+            overlong_shaping=spec.overlong_shaping if o.overlong_shaping is None else o.overlong_shaping,
         )
+
+    def gamma_schedule(self, num_train_prompts: int) -> GammaSchedule:
+        """The γ schedule of a run on `num_train_prompts` train prompts: `gamma` with its epoch
+        length set to `gamma_steps_per_epoch`, or (0) to one pass over the prompts,
+        max(1, prompts // prompts_per_step) steps (the incomplete last batch dropped, as verl does)."""
+        epoch = self.gamma_steps_per_epoch or max(1, num_train_prompts // self.rollout.prompts_per_step)
+        return dataclasses.replace(self.gamma, steps_per_epoch=epoch)
+
+    @property
+    def overlong_buffer_tokens(self) -> int:
+        """The soft overlong punishment's ramp in tokens: overlong_buffer × max_new_tokens, rounded."""
+        return int(round(self.objective.overlong_buffer * self.rollout.max_new_tokens))
 
     def temperature_plan(self) -> str:
         if self.rollout.temperature_schedule is not None:
@@ -283,7 +340,9 @@ class RLConfig:
 
     @property
     def mini_batch(self) -> int:
-        return self.optimizer.mini_batch_size or self.rollouts_per_step
+        """Rollouts per optimizer update (mini_batch_prompts × N, mini_batch_size, or the step)."""
+        opt = self.optimizer
+        return opt.mini_batch_prompts * self.group_size or opt.mini_batch_size or self.rollouts_per_step
 
     @property
     def micro_batch(self) -> int:
@@ -316,16 +375,29 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "method": (None, "method", "GRPO-family preset (clip ranges, advantage, aggregation)"),
     "gamma": ("gamma", "gamma", "focal exponent γ of g = (1 − μ̂)^γ (0 = plain method; paper F-GRPO 0.5)"),
     "gamma_schedule": ("gamma", "kind", "how γ varies over the run"),
-    "gamma_start": ("gamma", "gamma_start", "γ at step 0 (warmup) or below --gamma-success-low (curriculum)"),
+    "gamma_start": ("gamma", "gamma_start",
+                    "γ at step 0 (warmup, epoch_increment, step_ramp) or below --gamma-success-low (success_ramp)"),
     "gamma_warmup_steps": ("gamma", "warmup_steps", "warmup schedule: steps of the linear γ increase"),
     "gamma_switch_step": ("gamma", "switch_step", "switch schedule: first step with γ (GRPO before it)"),
-    "gamma_success_low": ("gamma", "success_low", "curriculum: batch success rate at/below which γ = start"),
-    "gamma_success_high": ("gamma", "success_high", "curriculum: batch success rate at/above which γ = γ"),
+    "gamma_success_low": ("gamma", "success_low", "success_ramp: batch success rate at/below which γ = start"),
+    "gamma_success_high": ("gamma", "success_high", "success_ramp: batch success rate at/above which γ = γ"),
+    "gamma_steps_per_epoch": (None, "gamma_steps_per_epoch",
+                              "epoch_increment: steps per epoch (default: 0 = one pass over the train "
+                              "prompts, prompts // --prompts-per-step)"),
+    "gamma_warmup_epochs": ("gamma", "warmup_epochs", "epoch_increment: epochs before γ starts to grow"),
+    "gamma_increment": ("gamma", "increment", "epoch_increment: γ added per epoch (capped at --gamma)"),
+    "gamma_ramp_start": ("gamma", "ramp_start", "step_ramp: last step at --gamma-start"),
+    "gamma_ramp_steps": ("gamma", "ramp_steps", "step_ramp: steps per unit of γ (capped at --gamma)"),
     "low_lr_gamma": (None, "low_lr_gamma", "App. N control: > 0 runs GRPO at lr × m_γ for this γ"),
     "steps": ("run", "steps", "RL steps"),
-    "prompts_per_step": ("rollout", "prompts_per_step", "prompts (groups) sampled per step"),
+    "prompts_per_step": ("rollout", "prompts_per_step",
+                         "prompts (groups) sampled per step, verl's train_batch_size (paper 256)"),
     "group_size": ("rollout", "group_size", "N rollouts per prompt"),
-    "mini_batch_size": ("optimizer", "mini_batch_size", "rollouts per optimizer update (0 = the whole step)"),
+    "mini_batch_prompts": ("optimizer", "mini_batch_prompts",
+                           "prompts (groups) per optimizer update, verl's ppo_mini_batch_size, paper 64 "
+                           "(default: 0 = --mini-batch-size, else the whole step)"),
+    "mini_batch_size": ("optimizer", "mini_batch_size",
+                        "rollouts per optimizer update, a multiple of N (0 = the whole step)"),
     "micro_batch_size": ("optimizer", "micro_batch_size",
                          "rollouts per forward/backward pass, gradients accumulated (0 = the mini-batch)"),
     "ppo_epochs": ("optimizer", "ppo_epochs", "passes over the step's rollouts (paper 1)"),
@@ -345,6 +417,18 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "reward_wrong": ("objective", "reward_wrong", "Rw: reward of a verifier score of 0 (may be < 0)"),
     "batch_renorm": ("objective", "batch_renorm", "re-normalise advantages over the whole batch"),
     "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator"),
+    "adv_std": ("objective", "adv_std", "GRPO std: population (ddof 0, the paper's analysis) or sample "
+                                        "(ddof 1, verl and TRL)"),
+    "aggregation": ("objective", "aggregation", "loss aggregation: token_mean (DAPO, App. B), sequence_mean "
+                                                "(original GRPO), token_sum_constant (Dr.GRPO) "
+                                                "(default: the method's)"),
+    "overlong_shaping": ("objective", "overlong_shaping",
+                         "DAPO soft overlong punishment on the rewards (default: on for dapo)"),
+    "overlong_buffer": ("objective", "overlong_buffer",
+                        "overlong punishment ramp as a share of --max-new-tokens (DAPO 4096/20480 = 0.2)"),
+    "overlong_penalty": ("objective", "overlong_penalty", "overlong punishment at --max-new-tokens (DAPO 1)"),
+    "overlong_filter": ("objective", "overlong_filter",
+                        "DAPO overlong filtering: completions that hit --max-new-tokens carry no loss"),
     "temperature": ("rollout", "temperature", "sampling temperature (paper 1.0; the schedule's τ_max)"),
     "top_p": ("rollout", "top_p", "nucleus sampling mass (1 = off)"),
     "max_new_tokens": ("rollout", "max_new_tokens", "completion length cap"),
@@ -359,7 +443,10 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "asym_confidence": ("components", "confidence", "asym-GRPO: A < 0 also × the mean token confidence"),
     "asym_recompose": ("components", "recompose", "asym-GRPO: loss only on the rollouts recomposition keeps"),
     "asym_mixed": ("components", "mixed", "asym-GRPO: mixed groups amplify top positives, drop far negatives"),
-    "mixed_delta": ("asym", "delta", "mixed groups: δ, in token edits to the nearest positive"),
+    "mixed_delta": ("asym", "delta", "mixed groups: a negative is kept when fewer than δ token edits from a "
+                                     "positive; recomposition: cluster radius of all-negative groups"),
+    "asym_advantage": ("components", "advantage", "asym-GRPO channels on the GRPO advantages (baseline) or "
+                                                  "the literal w⁺·r − w⁻·(1 − r) (baseline_free)"),
     "dual_clip": ("components", "dual_clip", "asym-GRPO: dual-threshold gradient clip"),
     "dual_clip_lower": ("optimizer", "dual_clip_lower", "dual clip: lower gradient-norm threshold"),
     "dual_clip_amplification": ("optimizer", "dual_clip_amplification",
@@ -379,7 +466,10 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
 # the enumerated options and their choices (the CLI's `choices`)
 CHOICES: dict[str, tuple[str, ...]] = {
     "method": tuple(METHODS),
-    "gamma_schedule": ("constant", "warmup", "curriculum", "switch"),
+    "gamma_schedule": focal.GAMMA_SCHEDULES,
+    "adv_std": ADV_STDS,
+    "aggregation": AGGREGATIONS,
+    "asym_advantage": ASYM_ADVANTAGES,
     "kl_estimator": KL_ESTIMATORS,
     "temperature_schedule": TEMPERATURE_SCHEDULES,
     "negative_reading": asymmetric.NEGATIVE_READINGS,

@@ -7,7 +7,8 @@ uninterrupted one exactly:
    `group_size` completions of each (`catsim.llm.rollout.sample_groups`; per-sample keys
    (step key, prompt index, sample index)) and score them with the task's verifier; DAPO's dynamic
    sampling draws further prompt batches until enough groups are active;
-2. score: group success rates μ̂ (once), advantages × the focal weight (1 − μ̂)^γ, behaviour- and
+2. score: group success rates μ̂ (once), advantages (DAPO: of the overlong-shaped rewards) × the
+   focal weight (1 − μ̂)^γ, DAPO's overlong filtering if on, behaviour- and
    reference-policy token log-probs (`catsim.llm.scoring`), the asym-GRPO components if on;
 3. update: `ppo_epochs` passes of mini-batch optimizer updates (`step.make_functions`);
 4. record: one `rl_log.jsonl` line (`STEP_METRICS`), safeguard warnings, state saves, snapshots.
@@ -51,11 +52,13 @@ from catsim.llm.rl.step import (
     Functions,
     build_batch,
     compute_advantages,
+    filter_overlong,
     lr_at,
     make_functions,
     select_active_groups,
     step_prompt_indices,
     success_rates,
+    truncated_rows,
 )
 from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
 
@@ -73,9 +76,10 @@ STEP_METRICS = {
     "gamma": "γ used this step",
     "mean_g": "mean focal weight (1 − μ̂)^γ over active kept groups (null if none)",
     "entropy": "token-mean policy entropy (nats) over response tokens",
-    "clip_low_frac": "token share clipped at 1 − ε_low with A < 0 (PPO/DAPO) or IS-clipped (CISPO)",
-    "clip_high_frac": "token share clipped at 1 + ε_high with A > 0 (PPO/DAPO); 0 for CISPO",
+    "clip_low_frac": "token share clipped at 1 − ε_low with A < 0 (PPO/DAPO); IS weight below 1 − ε_low (CISPO)",
+    "clip_high_frac": "token share clipped at 1 + ε_high with A > 0 (PPO/DAPO); IS weight above 1 + ε_high (CISPO)",
     "kl": "token-mean k3 estimate of KL(π‖π_ref) (null without a reference)",
+    "truncated_frac": "share of the kept groups' rollouts that hit max_new_tokens without a stop token",
     "response_length": "mean generated tokens per rollout (stop token included)",
     "grad_norm": "mean pre-clip global gradient norm over the step's updates",
     "loss": "mean mini-batch loss",
@@ -86,6 +90,8 @@ STEP_METRICS = {
     "step_seconds": "wall time of the step",
     "temperature": "rollout temperature of this step (asym-GRPO schedule; constant otherwise)",
     "kept_rollouts": "rollouts carrying loss after batch recomposition (all kept ones otherwise)",
+    "mixed_near_frac": "asym-GRPO mixed groups: share of their negatives within δ of a positive, the ones "
+                       "the rule keeps (null when off or no group is mixed)",
     "heldout_accuracy": "share of held-out prompts solved, one sample each at τ = temperature, after this "
                         "step (every heldout_every steps; null otherwise)",
     "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation)",
@@ -217,6 +223,8 @@ def step_record(cfg: RLConfig, step: int, c: Collected, batch: dict, gamma: floa
         "clip_low_frac": _json_float(means["clip_low_frac"]),
         "clip_high_frac": _json_float(means["clip_high_frac"]),
         "kl": _json_float(means["kl"]) if "kl" in means else None,
+        "truncated_frac": float(np.mean(truncated_rows(c.groups).reshape(scores.shape)[c.group_mask > 0]))
+        if np.any(c.group_mask > 0) else None,
         "response_length": float(c.groups.mask.sum(axis=1).mean()),
         "grad_norm": _json_float(means["grad_norm"]),
         "loss": _json_float(means["loss"]),
@@ -227,6 +235,7 @@ def step_record(cfg: RLConfig, step: int, c: Collected, batch: dict, gamma: floa
         "step_seconds": seconds,
         "temperature": temperature,
         "kept_rollouts": int(np.sum(np.any(batch["loss_mask"] > 0, axis=1))),
+        "mixed_near_frac": None,
         "heldout_accuracy": None,
         "warnings": [],
     }
@@ -272,6 +281,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     fp = rundir.fingerprint({"rl": settings, "base": str(Path(base_dir).resolve()), "task": spec})
     run = rundir.RunDir(out_dir, state_file=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
     end, sampling = cfg.steps, tr.sampling
+    gamma_schedule = cfg.gamma_schedule(tr.task.num_prompts("train"))
     with run.locked():
         if overwrite:
             run.clear(dirs=("checkpoints", "model"))
@@ -289,13 +299,18 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 if temperature != sampling.temperature:  # a new static config: generate recompiles
                     sampling = dataclasses.replace(sampling, temperature=temperature)
                 c = collect(tr, params, step, sampling)
-                gamma = float(cfg.gamma(step, success_rate=float(np.mean(c.success))))
-                adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success)
-                batch = score(tr, params, ref_params, build_batch(c.groups, adv, c.group_mask))
+                gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
+                lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
+                adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
+                batch = filter_overlong(build_batch(c.groups, adv, c.group_mask), c.groups, cfg)
+                batch = score(tr, params, ref_params, batch)
+                asym_stats = {}
                 if cfg.any_asym:
-                    batch = asymmetric_batch(batch, c.groups, adv, c.group_mask, cfg, tr.fns, params, tr.put)
+                    batch, asym_stats = asymmetric_batch(batch, c.groups, adv, c.group_mask, cfg, tr.fns, params, tr.put,
+                                             focal_P=g)
                 params, opt_state, means = update(tr, params, opt_state, batch)
                 record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
+                record.update(asym_stats)
                 if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
                     record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
                 history.append(record)

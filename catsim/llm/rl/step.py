@@ -25,6 +25,7 @@ from catsim.llm.rollout import Groups
 from catsim.llm.scoring import token_logps
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
+from catsim.objectives import rewards as rewards_lib
 from catsim.objectives.focal import GammaSchedule
 from catsim.objectives.grad_clip import dual_threshold_clip
 
@@ -72,15 +73,20 @@ def success_rates(scores_PxN, cfg: RLConfig) -> np.ndarray:
     return np.asarray(jax.vmap(rate)(rewards_of(scores_PxN, cfg)), np.float32)
 
 
-def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None):
+def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None,
+                       lengths_PxN=None):
     """Per-rollout advantages of P groups, from the shared objectives code.
 
     Args:
       scores_PxN: verifier scores in [0, 1]; rewards are R = Rw + s·(Rc − Rw).
-      cfg: the run's settings (method → GRPO or Dr.GRPO advantage, Rc, Rw, ε, batch renorm).
+      cfg: the run's settings (method → GRPO or Dr.GRPO advantage, Rc, Rw, ε, the GRPO std,
+        batch renorm, DAPO's overlong punishment).
       gamma: γ of this step (focal weight g = (1 − μ̂)^γ per group).
       group_mask_P: 1 for groups that carry loss (dynamic sampling drops the others); default all.
       success_rate_P: μ̂ of each group if already known (`success_rates`); computed otherwise.
+      lengths_PxN: completion lengths in tokens; with the overlong punishment on (method dapo), the
+        rewards get `objectives.rewards.overlong_penalty(length, max_new_tokens, buffer, penalty)`
+        added (μ̂, and so the focal weight, stays the verifier's success rate).
 
     Returns:
       (adv_PxN, success_rate_P, g_P) as float32 numpy arrays; adv is 0 for masked groups.
@@ -91,10 +97,18 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
     mask = (jnp.ones(scores.shape[0], jnp.float32) if group_mask_P is None
             else jnp.asarray(group_mask_P, jnp.float32))
     mu = jnp.asarray(success_rates(scores, cfg) if success_rate_P is None else success_rate_P)
-    kind = cfg.method_spec().advantage
+    spec, o = cfg.method_spec(), cfg.objective
+    kind = spec.advantage
     rewards = rewards_of(scores, cfg)
+    if spec.overlong_shaping:
+        if lengths_PxN is None:
+            raise CatsimError("the overlong punishment needs the completion lengths")
+        rewards = rewards + rewards_lib.overlong_penalty(
+            jnp.asarray(lengths_PxN, jnp.float32), cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens,
+            o.overlong_penalty).astype(jnp.float32)
     if kind == "grpo":
-        base = jax.vmap(functools.partial(adv_lib.grpo, eps=cfg.objective.adv_eps))(rewards)
+        ddof = 1 if o.adv_std == "sample" else 0
+        base = jax.vmap(functools.partial(adv_lib.grpo, eps=o.adv_eps, ddof=ddof))(rewards)
     else:
         base = jax.vmap(adv_lib.ADVANTAGES[kind])(rewards)
     g = focal.focal_weight(mu, float(gamma))
@@ -120,11 +134,27 @@ def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -
     return {"tokens": tokens, "real": real, "loss_mask": loss_mask, "adv": adv.astype(np.float32)}
 
 
+def truncated_rows(groups: Groups) -> np.ndarray:
+    """[P·N] bool: completions that hit max_new_tokens without a stop token."""
+    return ~np.asarray(groups.finished, bool)
+
+
+def filter_overlong(batch: dict, groups: Groups, cfg: RLConfig) -> dict:
+    """DAPO's overlong filtering (`objectives.rewards.overlong_keep`) when `overlong_filter` is on:
+    truncated completions get loss mask 0. Their rewards still enter their group's advantages."""
+    if not cfg.objective.overlong_filter:
+        return batch
+    keep = np.asarray(rewards_lib.overlong_keep(truncated_rows(groups)), np.float32)
+    return {**batch, "loss_mask": batch["loss_mask"] * keep[:, None]}
+
+
 # ----------------------------------------------------------------------------- the loss
 def policy_loss(logp, old_logp, adv, loss_mask, spec: Method, cfg: RLConfig, entropy=None, ref_logp=None):
     """The method's aggregated loss and its metrics from per-token arrays B x T'.
 
     `loss_mask` is 1 on response tokens of kept groups; `adv` is each token's sequence advantage.
+    clip_low_frac / clip_high_frac: the token share clipped on each side (PPO: ρ < 1 − ε_low with
+    A < 0 / ρ > 1 + ε_high with A > 0; CISPO: its importance weight, ρ below / above the range).
     """
     o = cfg.objective
     surrogate = losses.SURROGATES[spec.surrogate]
@@ -141,11 +171,14 @@ def policy_loss(logp, old_logp, adv, loss_mask, spec: Method, cfg: RLConfig, ent
         metrics["entropy"] = losses.token_mean(entropy, loss_mask)
     if spec.aggregation == "token_mean":
         loss = losses.token_mean(per_token, loss_mask)
+    elif spec.aggregation == "sequence_mean":
+        loss = losses.sequence_mean(per_token, loss_mask)
     else:
         loss = losses.token_sum_constant(per_token, loss_mask, cfg.rollout.max_new_tokens)
-    if spec.surrogate == "cispo":
-        low = losses.cispo_clip_fraction(logp, old_logp, clip_low=spec.clip_low, clip_high=spec.clip_high)
-        high = jnp.zeros_like(low)
+    if spec.surrogate == "cispo":  # the importance weight clipped below 1 − ε_low / above 1 + ε_high
+        ratio = jnp.exp(logp - old_logp)
+        low = (ratio < 1.0 - spec.clip_low).astype(per_token.dtype)
+        high = (ratio > 1.0 + spec.clip_high).astype(per_token.dtype)
     else:
         low, high = losses.ppo_clip_fractions(logp, old_logp, adv, clip_low=spec.clip_low,
                                               clip_high=spec.clip_high)
@@ -200,7 +233,8 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
         cfg, gamma=GammaSchedule(), run=RunConfig(),
         rollout=dataclasses.replace(cfg.rollout, prompts_per_step=cfg.rollouts_per_step, group_size=1,
                                     batch_size=0),
-        objective=dataclasses.replace(cfg.objective, max_sampling_rounds=1,
+        optimizer=dataclasses.replace(cfg.optimizer, mini_batch_prompts=0, mini_batch_size=cfg.mini_batch),
+        objective=dataclasses.replace(cfg.objective, max_sampling_rounds=1, adv_std="population",
                                       dynamic_sampling=cfg.method_spec().dynamic_sampling))
     return _make_functions(model_cfg, neutral, activation_sharding)
 
@@ -226,11 +260,18 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
             (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
             return grads, metrics
         # gradient accumulation: each micro-batch's loss is re-weighted so the sum is exactly the
-        # mini-batch loss (token counts for token-mean, rows for the Dr.GRPO constant normaliser)
+        # mini-batch loss (token counts for token-mean, sequences with tokens for the sequence
+        # mean, rows for the Dr.GRPO constant normaliser)
         micro = jax.tree.map(lambda a: a.reshape(n_micro, a.shape[0] // n_micro, *a.shape[1:]), batch)
         counts = jnp.sum(micro["loss_mask"], axis=(1, 2))
         token_w = counts / jnp.maximum(jnp.sum(counts), 1e-30)
-        loss_w = token_w if spec.aggregation == "token_mean" else jnp.full((n_micro,), 1.0 / n_micro)
+        if spec.aggregation == "token_mean":
+            loss_w = token_w
+        elif spec.aggregation == "sequence_mean":
+            seqs = jnp.sum(jnp.any(micro["loss_mask"] > 0, axis=2), axis=1).astype(jnp.float32)
+            loss_w = seqs / jnp.maximum(jnp.sum(seqs), 1.0)
+        else:
+            loss_w = jnp.full((n_micro,), 1.0 / n_micro)
 
         def weighted(params, mb, lw, tw):
             loss, metrics = loss_fn(params, mb)
