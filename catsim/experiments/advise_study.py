@@ -81,9 +81,8 @@ def _rl_config(sc: StudyConfig, n: int, seed: int, max_new: int):
     from catsim.llm.rl import RLConfig
 
     prompts = max(1, sc.rollouts_per_step // n)
-    rollouts = prompts * n
     return RLConfig.from_flat(method="grpo", group_size=n, steps=sc.rl_steps, prompts_per_step=prompts,
-                              mini_batch_size=rollouts // 2 if rollouts % 2 == 0 else 0,
+                              mini_batch_size=prompts // 2 * n if prompts % 2 == 0 else 0,
                               learning_rate=sc.learning_rate, max_new_tokens=max_new, seed=seed,
                               data_seed=sc.data_seed)
 

@@ -148,9 +148,9 @@ def parse_run(spec: str, gamma: float) -> tuple[str, dict]:
 def _rl_config(pc: PipelineConfig, fields: dict, seed: int, max_new: int) -> RLConfig:
     n = fields["group_size"]
     prompts = max(1, pc.rollouts_per_step // n)
-    rollouts = prompts * n
-    updates = pc.updates_per_step if rollouts % pc.updates_per_step == 0 else 1
-    return RLConfig.from_flat(**fields, steps=pc.rl_steps, prompts_per_step=prompts, mini_batch_size=rollouts // updates,
+    updates = pc.updates_per_step if prompts % pc.updates_per_step == 0 else 1  # whole groups per update
+    return RLConfig.from_flat(**fields, steps=pc.rl_steps, prompts_per_step=prompts,
+                    mini_batch_size=prompts // updates * n,
                     learning_rate=pc.learning_rate, warmup_steps=pc.warmup_steps, max_new_tokens=max_new,
                     seed=seed, data_seed=pc.data_seed, snapshot_every=max(1, pc.rl_steps // 2),
                     heldout_every=pc.heldout_every, heldout_prompts=pc.heldout_prompts)
