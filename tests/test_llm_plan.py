@@ -112,7 +112,8 @@ MESH_CHILD = textwrap.dedent("""
     import json, sys
     import jax
     from catsim.llm.model.checkpoint import load_model
-    from catsim.llm.model.sharding import shard_params
+    from catsim.llm.model.sharding import place_on_mesh, shard_params
+    from catsim.llm.rl.step import make_functions
     from catsim.llm.plan import parse_mesh, plan_rl_step, read_model_config
     from catsim.llm.rl import RLConfig
 
@@ -124,10 +125,15 @@ MESH_CHILD = textwrap.dedent("""
     eight = plan_rl_step(model_cfg, cfg, seq=16, mesh=mesh)
     _, params = load_model(base)
     sharded = shard_params(params, model_cfg, mesh)
+    opt_state = place_on_mesh(make_functions(model_cfg, cfg).optimizer.init(sharded), mesh)  # as the run
     device0 = jax.devices()[0]
-    measured = sum(s.data.nbytes for x in jax.tree.leaves(sharded) for s in x.addressable_shards
+
+    def on_device0(tree):
+        return sum(s.data.nbytes for x in jax.tree.leaves(tree) for s in x.addressable_shards
                    if s.device == device0)
-    print(json.dumps({"one": one.to_dict(), "eight": eight.to_dict(), "measured": measured}))
+
+    print(json.dumps({"one": one.to_dict(), "eight": eight.to_dict(), "params": on_device0(sharded),
+                      "opt": on_device0(opt_state)}))
 """)
 
 
@@ -141,8 +147,11 @@ def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
     one, eight = result["one"], result["eight"]
     assert eight["devices"] == 8 and eight["mesh"] == "1x8" and one["devices"] == 1
     assert eight["params"] == one["params"] and eight["param_bytes"] == one["param_bytes"]
-    assert eight["param_bytes_per_device"] == result["measured"]  # the shards a real placement holds
+    # the shards a real placement holds on one device
+    assert eight["param_bytes_per_device"] == result["params"]
+    assert eight["optimizer_bytes_per_device"] == result["opt"]
     assert eight["param_bytes_per_device"] < one["param_bytes_per_device"] / 2
+    assert eight["optimizer_bytes_per_device"] < one["optimizer_bytes_per_device"] / 2
     assert eight["batch_bytes_per_device"] * 8 == one["batch_bytes_per_device"]
     assert eight["per_device_bytes"] < one["per_device_bytes"]
 

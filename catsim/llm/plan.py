@@ -106,12 +106,27 @@ def abstract_params(model_cfg: ModelConfig, mesh=None):
                         param_shardings(model_cfg, mesh))
 
 
-def _with_output_shardings(fn, *args):
-    """Abstract outputs of jitted `fn(*args)`, with the shardings its compiled program gives them."""
-    compiled = fn.lower(*args).compile()
-    shapes = jax.eval_shape(fn, *args)
-    return jax.tree.map(lambda s, sh: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=sh), shapes,
-                        compiled.output_shardings)
+def abstract_optimizer_state(optimizer, params, mesh=None):
+    """The optimizer state a run holds for abstract `params`, as ShapeDtypeStructs with the
+    shardings the run gives it: `optimizer.init` on real arrays keeps each parameter's sharding in
+    the parameter-shaped parts (Adam's moments), and the run replicates the rest (step counters)
+    over the mesh (`sharding.place_on_mesh`)."""
+    state = jax.eval_shape(optimizer.init, params)
+    if mesh is None:
+        return state
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    params_def = jax.tree.structure(params)
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def place(node):
+        if jax.tree.structure(node) == params_def:  # a parameter-shaped tree: the params' shardings
+            return jax.tree.map(lambda s, p: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=p.sharding),
+                                node, params)
+        return jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=replicated), node)
+
+    return jax.tree.map(place, state, is_leaf=lambda node: jax.tree.structure(node) == params_def
+                        or isinstance(node, jax.ShapeDtypeStruct))
 
 
 def _memory(compiled) -> dict[str, int]:
@@ -144,16 +159,7 @@ def plan_rl_step(model_cfg: ModelConfig, rl_cfg: RLConfig, *, seq: int, mesh=Non
         activation, row_sharding = activation_sharding(mesh), batch_sharding(mesh)
     fns = make_functions(model_cfg, rl_cfg, activation)
     params = abstract_params(model_cfg, mesh)
-    opt_state = _with_output_shardings(jax.jit(fns.optimizer.init), params)
-    if mesh is not None:  # as the run places it: what is not sharded on the mesh is replicated over it
-        from jax.sharding import NamedSharding, PartitionSpec
-
-        def on_mesh(x):
-            if isinstance(x.sharding, NamedSharding) and x.sharding.mesh == mesh:
-                return x
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, PartitionSpec()))
-
-        opt_state = jax.tree.map(on_mesh, opt_state)
+    opt_state = abstract_optimizer_state(fns.optimizer, params, mesh)
 
     def rows(shape, dtype):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=row_sharding if mesh is not None else None)
