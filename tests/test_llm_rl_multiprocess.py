@@ -2,8 +2,9 @@
 same run in this single process on one device (same seed, same global batch).
 
 The two workers find each other through a coordinator on a free localhost port (CPU collectives
-across processes: gloo, JAX's default). They run step 1, stop (process 0 writes the training
-state), then a second `run_rl` call resumes from that file on both processes and runs step 2. The
+across processes: gloo, JAX's default). They run step 1, stop (each process writes its shards of
+the training state, an orbax checkpoint), then a second `run_rl` call resumes from it on both
+processes (each reading its own slices) and runs step 2. The
 reference runs both steps in one call. Required: identical rewards and active shares in both
 steps; loss / gradient norm / entropy / KL / clip shares within rtol 1e-5 in step 1 (all measured
 before the first update; sharding sums in another order) and 1e-3 in step 2; final parameters
@@ -40,7 +41,7 @@ WORKER = textwrap.dedent("""
     mesh = make_mesh(data=2, fsdp=2)
     cfg = rl.RLConfig.from_flat(**{cfg!r})
     out = root / "multi"
-    # step 1 and stop (process 0 writes the state); then both resume from that file for step 2
+    # step 1 and stop (both write their shards of the state); then both resume from it for step 2
     first = rl.run_rl(root / "base", out, cfg, task=ToyTask(), progress=False, mesh=mesh, stop_after=1)
     assert first.steps_done == 1 and not first.finished, first
     result = rl.run_rl(root / "base", out, cfg, task=ToyTask(), progress=False, mesh=mesh)
@@ -103,6 +104,11 @@ def test_two_processes_equal_one_process(tmp_path):
     finally:
         _wait_all(procs, tmp_path)
 
+    # the training state: orbax checkpoints of both saved steps, each process's shards written by it
+    state = tmp_path / "multi" / rl.STATE_FILE
+    assert sorted(p.name for p in state.iterdir() if p.name.isdigit()) == ["1", "2"]
+    for pid in (0, 1):
+        assert any((state / "2" / "state" / f"ocdbt.process_{pid}").rglob("*")), pid
     one, two = rl.read_log(tmp_path / "single"), rl.read_log(tmp_path / "multi")
     assert [r["step"] for r in two] == [1, 2], "the multi-process log must hold each step once"
     for a, b in zip(one, two):

@@ -89,8 +89,10 @@ def test_stop_then_resume_equals_uninterrupted(trained, tmp_path):
     part = run_sft(TASK, cfg, TINY, tmp_path / "split", stop_after=3, eval_prompts=0, progress=False)
     assert not part.finished and part.steps_done == 3
     assert not (tmp_path / "split" / "model.safetensors").exists()
-    # what a kill during step 4 leaves behind: a half-written state file and a cut log line
-    (tmp_path / "split" / (STATE_FILE + ".tmp")).write_bytes(b"\x00" * 100)
+    # what a kill during step 4's save leaves behind: an unfinished checkpoint and a cut log line
+    unfinished = tmp_path / "split" / STATE_FILE / "4.orbax-checkpoint-tmp-1"
+    unfinished.mkdir()
+    (unfinished / "state").write_bytes(b"\x00" * 100)
     with (tmp_path / "split" / "train_log.jsonl").open("a") as log:
         log.write('{"step": 4, "loss": 0.1}\n{"step": 5, "lo')
     rest = run_sft(TASK, cfg, TINY, tmp_path / "split", eval_prompts=0, progress=False)
@@ -112,8 +114,9 @@ def test_stop_then_resume_equals_uninterrupted(trained, tmp_path):
 def test_output_is_a_loadable_hf_model_dir(trained):
     out, result = trained
     for name in ("config.json", "model.safetensors", "tokenizer.json", "catsim_task.json", "loss.png",
-                 "eval.json", STATE_FILE):
+                 "eval.json"):
         assert (out / name).is_file(), name
+    assert (out / STATE_FILE / "6").is_dir()
     cfg, params = load_model(out)
     tok = Tokenizer.from_dir(out)
     assert cfg.vocab_size == tok.vocab_size and cfg.eos_token_ids == (EOS_ID,)

@@ -1,20 +1,25 @@
 """The run directory of a training run (`catsim llm sft`, `catsim llm rl`): one lifecycle for both.
 
-    run = RunDir(out, state_file=..., log_file=..., fingerprint=fp, what="RL run")
+    run = RunDir(out, state_dir=..., log_file=..., fingerprint=fp, what="RL run")
     with run.locked():                    # a second run on the same directory stops with one line
         run.clear(...) if overwrite       # start afresh
         tree, start = run.resume(template)    # the saved state (step 0: template), log cut back
         run.write_json(CONFIG_FILE, {...})
         with run.open_log() as log: ...   # append one JSON line per step
-        run.save_state(tree, step)        # atomic; every `save_every` steps
+        run.save_state(tree, step)        # asynchronous; every `save_every` steps
         run.save_model("model", cfg, params, tokenizer)
+    # leaving `locked()` waits for the last state save
 
-The training state is any pytree of arrays, written as one safetensors file (`leaf_00000`, ...) with
-the step, the settings fingerprint and the leaf count in its metadata. Every file is written to a
-temporary name and renamed into place (the state also fsync'ed first), so a kill mid-write leaves
-the previous version; the step log is cut back to the saved step on resume, so a killed run loses
-at most the steps after its last save. Multi-process runs: every process takes part in the gathers,
-process 0 alone writes (and holds the lock), the others wait at barriers.
+The training state is any pytree of arrays, saved as sharded orbax checkpoints in `<state_dir>/<step>/`
+(`StateCheckpoints`: asynchronous, each process writes its own shards, a restore reads each array
+straight into the template's shardings, the newest `keep` kept) with the step, the settings
+fingerprint and the arrays' shapes and dtypes beside it. A checkpoint appears under its final name
+only when complete and other files are written to a temporary name and renamed into place, so a
+kill mid-write leaves the previous version; the step log is cut back to the saved step on resume,
+so a killed run loses at most the steps after its last save. A state of the earlier one-file format
+(`<state_dir>.safetensors`) is still read. Multi-process runs: every process takes part in saves
+and restores; process 0 alone writes the other files (and holds the lock), the others wait at
+barriers.
 """
 
 from __future__ import annotations
@@ -105,34 +110,86 @@ def task_for_model(model_dir, name: str | None, overrides: dict, data_seed: int 
 
 
 # ----------------------------------------------------------------------------- training state
-def save_tree(path: Path, tree: Any, step: int, fingerprint: str) -> None:
-    """Write `tree` atomically (temp file, fsync, rename) with its step and settings fingerprint.
+def _leaf_signature(leaves) -> list[list]:
+    """[shape, dtype] of each leaf: what a saved state must match to be read into a template."""
+    return [[list(np.shape(x)), str(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)))] for x in leaves]
 
-    Multi-process runs: every process must call this (the sharded arrays are gathered across
-    processes); only process 0 writes, then all wait for the file, so a resume reads it whole.
+
+class StateCheckpoints:
+    """The training state as sharded orbax checkpoints: `directory/<step>/{state,meta}`.
+
+    Each save is asynchronous: `save` returns once the arrays are copied off the devices (so the
+    caller may donate or overwrite them) and the files are written in the background; each process
+    writes the shards it holds; a checkpoint appears under its final name only once complete
+    (orbax writes into a temporary directory and renames it), so a crash mid-save leaves the previous
+    one readable. The newest `keep` checkpoints are kept. `restore` reads each array straight into
+    the template's shardings (every process reads only its own slices). The tree is stored flat
+    (`leaf_00000`, ...) next to a JSON item with the step, the settings fingerprint and every leaf's
+    shape and dtype, which a restore checks before reading any array.
     """
-    from safetensors.numpy import save_file
 
-    leaves = jax.tree.leaves(to_host(tree))
-    if not is_primary():
-        barrier(f"catsim-save-{path.name}-{step}")
-        return
-    tensors = {f"leaf_{i:05d}": np.array(x, order="C") for i, x in enumerate(leaves)}
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"step": str(int(step)), "fingerprint": fingerprint,
-                                           "leaves": str(len(leaves))})
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    barrier(f"catsim-save-{path.name}-{step}")
+    def __init__(self, directory: Path, keep: int = 2):
+        import orbax.checkpoint as ocp
+
+        if keep < 1:
+            raise CatsimError(f"checkpoints to keep must be at least 1, got {keep}")
+        self.directory = Path(directory).absolute()
+        self._ocp = ocp
+        self._manager = ocp.CheckpointManager(
+            self.directory, options=ocp.CheckpointManagerOptions(
+                max_to_keep=keep, create=True, enable_async_checkpointing=True,
+                cleanup_tmp_directories=True))
+        self._last_saved: int | None = None
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def save(self, tree: Any, step: int, fingerprint: str) -> None:
+        """Start writing `tree` as checkpoint `step` (every process must call this). A step already
+        saved is not written again (a step's state is a function of the run's settings)."""
+        ocp = self._ocp
+        if step == self._last_saved or step in self._manager.all_steps():
+            return
+        self._last_saved = int(step)
+        leaves = jax.tree.leaves(tree)
+        meta = {"step": int(step), "fingerprint": fingerprint, "leaves": _leaf_signature(leaves)}
+        state = {f"leaf_{i:05d}": x for i, x in enumerate(leaves)}
+        self._manager.save(int(step), args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+
+    def restore(self, template: Any, fingerprint: str, *, what: str = "run") -> tuple[Any, int]:
+        """(tree, step) of the newest checkpoint, read into `template`'s structure and shardings.
+
+        Raises CatsimError if it was written with other settings (fingerprint) or for another model
+        (leaf count, shapes, dtypes).
+        """
+        ocp = self._ocp
+        step = self._manager.latest_step()
+        meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        if meta.get("fingerprint") != fingerprint:
+            raise CatsimError(f"{self.directory.parent} holds a {what} with different settings; use "
+                              "another --out directory or --overwrite to start afresh")
+        leaves, treedef = jax.tree.flatten(template)
+        if meta.get("leaves") != _leaf_signature(leaves):
+            raise CatsimError(f"{self.directory / str(step)}: training state does not match this model "
+                              "(number, shapes or dtypes of its arrays)")
+        target = {f"leaf_{i:05d}": ocp.utils.to_shape_dtype_struct(x) for i, x in enumerate(leaves)}
+        state = self._manager.restore(step, args=ocp.args.Composite(
+            state=ocp.args.StandardRestore(target))).state
+        return jax.tree.unflatten(treedef, [state[f"leaf_{i:05d}"] for i in range(len(leaves))]), int(step)
+
+    def wait(self) -> None:
+        """Block until the last save is on disk."""
+        self._manager.wait_until_finished()
+
+    def close(self) -> None:
+        self._manager.wait_until_finished()
+        self._manager.close()
 
 
-def load_tree(path: Path, template: Any, fingerprint: str, *, what: str = "run") -> tuple[Any, int]:
-    """Read `save_tree`'s file into the structure, dtypes and shardings of `template`.
-
-    Raises CatsimError if the file was written with other settings (fingerprint), for another
-    model (leaf count) or has a tensor of the wrong shape or dtype. Returns (tree, step).
-    """
+def load_legacy_tree(path: Path, template: Any, fingerprint: str, *, what: str = "run") -> tuple[Any, int]:
+    """Read a training state of the earlier one-file format (`<state>.safetensors`, tensors
+    `leaf_00000`, ... with step, fingerprint and leaf count in its metadata) into `template`."""
     from safetensors import safe_open
 
     with safe_open(str(path), framework="numpy") as fh:
@@ -146,7 +203,7 @@ def load_tree(path: Path, template: Any, fingerprint: str, *, what: str = "run")
         loaded = []
         for i, ref in enumerate(leaves):
             array = fh.get_tensor(f"leaf_{i:05d}")
-            if array.size != np.size(ref) or array.dtype != np.asarray(ref).dtype:
+            if array.size != np.size(ref) or array.dtype != np.dtype(ref.dtype):
                 raise CatsimError(f"{path}: training state tensor {i} has the wrong shape or dtype")
             array = array.reshape(np.shape(ref))  # safetensors may store 0-d arrays as [1]
             loaded.append(jax.device_put(array, getattr(ref, "sharding", None)))
@@ -202,23 +259,43 @@ def save_model_files(directory: Path, model_cfg, params, tokenizer, extra: dict[
 class RunDir:
     """One run's output directory: lock, overwrite, resume, config, log, state and model files."""
 
-    def __init__(self, path: str | Path, *, state_file: str, log_file: str, fingerprint: str,
-                 what: str = "run"):
+    def __init__(self, path: str | Path, *, state_dir: str, log_file: str, fingerprint: str,
+                 what: str = "run", keep: int = 2):
         self.path = Path(path)
-        self.state_path = self.path / state_file
+        self.state_path = self.path / state_dir  # orbax checkpoints <state_dir>/<step>/
+        self.legacy_state_path = self.path / f"{state_dir}.safetensors"  # the earlier one-file format
         self.log_path = self.path / log_file
         self.fingerprint = fingerprint
         self.what = what
+        self.keep = keep  # newest training-state checkpoints kept on disk
         self.primary = is_primary()  # multi-process: only process 0 writes files
+        self._checkpoints: StateCheckpoints | None = None
+
+    @property
+    def checkpoints(self) -> StateCheckpoints:
+        """The training-state checkpoints (opened on first use, on every process)."""
+        if self._checkpoints is None:
+            self._checkpoints = StateCheckpoints(self.state_path, self.keep)
+        return self._checkpoints
+
+    def close(self) -> None:
+        """Wait for the last state save to be on disk and release the checkpoint manager."""
+        if self._checkpoints is not None:
+            self._checkpoints.close()
+            self._checkpoints = None
 
     @contextlib.contextmanager
     def locked(self):
-        """Hold an exclusive lock on the directory (process 0 only) for the run's duration."""
+        """Hold an exclusive lock on the directory (process 0 only) for the run's duration; on exit
+        the last state save is waited for."""
         import fcntl
 
         self.path.mkdir(parents=True, exist_ok=True)
         if not self.primary:
-            yield self
+            try:
+                yield self
+            finally:
+                self.close()
             return
         fh = open(self.path / LOCK_FILE, "w")
         try:
@@ -229,24 +306,31 @@ class RunDir:
         try:
             yield self
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-            fh.close()
+            try:
+                self.close()
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+                fh.close()
 
     def clear(self, files=(), dirs=()) -> None:
         """--overwrite: remove the state, the log and the named files and directories."""
+        self.close()
         if self.primary:
-            for name in (self.state_path.name, self.log_path.name, *files):
+            for name in (self.legacy_state_path.name, self.log_path.name, *files):
                 (self.path / name).unlink(missing_ok=True)
-            for name in dirs:
+            for name in (self.state_path.name, *dirs):
                 shutil.rmtree(self.path / name, ignore_errors=True)
         barrier(f"catsim-clear-{self.fingerprint}")
 
     def resume(self, template: Any) -> tuple[Any, int]:
-        """(state, step): the saved state read into `template`'s structure, or (template, 0); the
-        log is cut back to that step (every process then reads the same log)."""
+        """(state, step): the newest saved state read into `template`'s structure and shardings (a
+        state of the earlier one-file format too), or (template, 0); the log is cut back to that
+        step (every process then reads the same log)."""
         tree, start = template, 0
-        if self.state_path.exists():
-            tree, start = load_tree(self.state_path, template, self.fingerprint, what=self.what)
+        if self.state_path.is_dir() and self.checkpoints.latest_step() is not None:
+            tree, start = self.checkpoints.restore(template, self.fingerprint, what=self.what)
+        elif self.legacy_state_path.is_file():
+            tree, start = load_legacy_tree(self.legacy_state_path, template, self.fingerprint, what=self.what)
         if self.primary:
             truncate_log(self.log_path, start)
         barrier(f"catsim-resume-{self.fingerprint}")
@@ -265,7 +349,14 @@ class RunDir:
         return self.log_path.open("a") if self.primary else open(os.devnull, "w")
 
     def save_state(self, tree: Any, step: int) -> None:
-        save_tree(self.state_path, tree, step, self.fingerprint)
+        """Start an asynchronous save of the training state at `step` (every process calls this;
+        each writes its own shards). Returns once the arrays are copied off the devices."""
+        self.checkpoints.save(tree, step, self.fingerprint)
+
+    def wait(self) -> None:
+        """Block until the last `save_state` is on disk."""
+        if self._checkpoints is not None:
+            self._checkpoints.wait()
 
     def save_model(self, name: str, model_cfg, params, tokenizer, extra: dict[str, Any] | None = None) -> Path:
         """A Hugging Face model directory `name` inside the run ("" = the run directory itself)."""

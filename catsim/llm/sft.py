@@ -9,7 +9,7 @@ Output directory (`run_sft(..., out_dir)`):
     config.json, model.safetensors, tokenizer.json, tokenizer_config.json   Hugging Face model dir
     catsim_task.json      the task name and config (so sampling / RL rebuild the same task)
     sft_config.json       the SFT and model settings of the run
-    train_state.safetensors   params + optimizer state + step (resumable; rewritten atomically)
+    train_state/<step>/    params + optimizer state + step: orbax checkpoints, the newest 2 kept
     train_log.jsonl       one line per step: step, loss, token accuracy, lr, grad norm, seconds
     loss.png              the loss curve
     eval.json             held-out pass rates (greedy and sampled) at the end
@@ -50,7 +50,7 @@ from catsim.llm.tasks.char_tokenizer import (
     build_char_tokenizer,
 )
 
-STATE_FILE = "train_state.safetensors"
+STATE_FILE = "train_state"  # directory of orbax checkpoints <step>/
 LOG_FILE = "train_log.jsonl"
 CONFIG_FILE = "sft_config.json"
 SCHEDULES = ("cosine", "constant")
@@ -298,7 +298,7 @@ def run_sft(
     t_start = time.perf_counter()
     tokenizer = task_tokenizer(task)
     model_cfg = size.model_config(tokenizer.vocab_size)
-    run = rundir.RunDir(out_dir, state_file=STATE_FILE, log_file=LOG_FILE,
+    run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE,
                         fingerprint=fingerprint(task, cfg, model_cfg), what="run")
     with run.locked():
         if overwrite:

@@ -16,7 +16,7 @@ uninterrupted one exactly:
 Files in the output directory:
     rl_config.json      the settings (and the base model path)
     rl_log.jsonl        one JSON line per step (see `STEP_METRICS`)
-    rl_state.safetensors  params + optimizer state + step, rewritten atomically every `save_every` steps
+    rl_state/<step>/      params + optimizer state + step: orbax checkpoints every `save_every` steps (newest 2 kept)
     checkpoints/step_NNNNNN/   Hugging Face model snapshots every `snapshot_every` steps
     model/              the final policy as a Hugging Face model dir (+ tokenizer, task file)
 
@@ -62,7 +62,7 @@ from catsim.llm.rl.step import (
 )
 from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
 
-STATE_FILE = "rl_state.safetensors"
+STATE_FILE = "rl_state"  # directory of orbax checkpoints <step>/
 LOG_FILE = "rl_log.jsonl"
 CONFIG_FILE = "rl_config.json"
 
@@ -279,7 +279,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     settings = {k: v for k, v in cfg.flat().items()
                 if k not in ("steps", "save_every", "snapshot_every", "heldout_every", "heldout_prompts")}
     fp = rundir.fingerprint({"rl": settings, "base": str(Path(base_dir).resolve()), "task": spec})
-    run = rundir.RunDir(out_dir, state_file=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
+    run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
     end, sampling = cfg.steps, tr.sampling
     gamma_schedule = cfg.gamma_schedule(tr.task.num_prompts("train"))
     with run.locked():

@@ -1,0 +1,62 @@
+"""`catsim llm plan`: will an RL run fit? The memory of the real RL training step, per device.
+
+Compiles the RL step of `catsim llm rl` (token log-prob pass, gradient of the policy loss, optimizer
+update) ahead of time on abstract arrays of the model in --model (a model directory or just its
+config.json; no weights are read) and reports XLA's numbers. Example:
+
+    catsim llm plan --model Qwen2.5-7B/config.json --batch 8 --seq 4096 --remat --dtype bfloat16 \\
+        --mesh 1x8 --device-memory 80
+
+A mesh of N devices needs N devices in this process; on a CPU set
+XLA_FLAGS=--xla_force_host_platform_device_count=N first. The numbers are those of the backend the
+step is compiled for (a GPU compiler fuses differently): an estimate, not a measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from catsim.errors import CatsimError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("plan", help="memory of the RL training step per device (will it fit?)",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="model directory or its config.json")
+    parser.add_argument("--batch", type=int, required=True, help="sequences per update (mini-batch)")
+    parser.add_argument("--seq", type=int, required=True, help="tokens per sequence (prompt + completion)")
+    parser.add_argument("--micro-batch", type=int, default=0,
+                        help="sequences per gradient micro-batch (default 0 = the whole batch)")
+    parser.add_argument("--remat", action="store_true", help="recompute block activations in the backward pass")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
+                        help="model dtype (default: the checkpoint's)")
+    parser.add_argument("--kl-coef", type=float, default=0.0, help="KL coefficient of the run (default 0)")
+    parser.add_argument("--method", default="grpo", help="RL method (default grpo)")
+    parser.add_argument("--mesh", default="none", metavar="none|DxF",
+                        help="device mesh DATAxFSDP such as 1x8 (default none: one device)")
+    parser.add_argument("--device-memory", type=float, default=None, metavar="GiB",
+                        help="memory of one device in GiB: report whether the step fits")
+    parser.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.batch < 1:
+        raise CatsimError(f"--batch must be at least 1, got {args.batch}")
+    if args.seq < 2:
+        raise CatsimError(f"--seq must be at least 2 tokens, got {args.seq}")
+    if args.micro_batch < 0 or (args.micro_batch and args.batch % args.micro_batch):
+        raise CatsimError(f"--micro-batch ({args.micro_batch}) must divide --batch ({args.batch})")
+    if args.device_memory is not None and not args.device_memory > 0:
+        raise CatsimError(f"--device-memory must be positive (GiB), got {args.device_memory}")
+
+    from catsim.llm.plan import format_plan, parse_mesh, plan_json, plan_rl_step, read_model_config
+    from catsim.llm.rl import RLConfig
+
+    model_cfg = read_model_config(args.model, dtype=args.dtype, remat=args.remat)
+    rl_cfg = RLConfig.from_flat(method=args.method, prompts_per_step=args.batch, group_size=1,
+                                micro_batch_size=args.micro_batch, kl_coef=args.kl_coef)
+    mesh = parse_mesh(args.mesh)
+    plan = plan_rl_step(model_cfg, rl_cfg, seq=args.seq, mesh=mesh, device_memory_gib=args.device_memory)
+    print(plan_json(plan) if args.format == "json" else format_plan(plan))
+    return 0
