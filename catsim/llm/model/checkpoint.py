@@ -122,6 +122,7 @@ def _weight_files(directory: Path) -> dict[str, Path]:
 
 
 _FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+_READ_CHUNK_BYTES = 64 * 2**20  # tensors are read in row blocks of at most this size
 
 
 def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = None,
@@ -165,9 +166,10 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
         from catsim.llm.model.sharding import param_shardings
 
         shardings = param_shardings(cfg, mesh)
-    with contextlib.ExitStack() as stack:
+    sources: dict[tuple[str, int | None], tuple[Path, str, bool]] = {}
+    hf_shapes: dict[str, int] = {}  # length of each tensor's first axis in the file
+    with contextlib.ExitStack() as stack:  # check every tensor before reading any
         handles: dict[Path, Any] = {}
-        sources: dict[tuple[str, int | None], tuple[Any, bool]] = {}
         for name, key, layer, hf_shape, transpose in expected:
             if name not in files:
                 raise CatsimError(f"{directory}: tensor {name} is missing from the checkpoint")
@@ -183,37 +185,46 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
                                   f"config.json implies {list(hf_shape)}")
             if view.get_dtype() not in _FLOAT_DTYPES:
                 raise CatsimError(f"{path.name}: tensor {name} has non-float dtype {view.get_dtype()}")
-            sources[key, layer] = view, transpose
+            sources[key, layer] = path, name, transpose
+            hf_shapes[key] = shape[0]
 
-        def read(key: str, layer: int | None, index: tuple[slice, ...]) -> np.ndarray:
-            """The catsim-layout block `index` of one (unstacked) tensor, in the target dtype."""
-            view, transpose = sources[key, layer]
-            if transpose:
-                return np.asarray(view[index[1], index[0]]).T.astype(target, order="C")
-            return np.asarray(view[tuple(index)]).astype(target, copy=False)
+    def read_into(out: np.ndarray, key: str, layer: int | None, index: tuple[slice, ...]) -> None:
+        """Copy the catsim-layout block `index` of one (unstacked) tensor into `out`, transposing
+        and converting in the same pass, in row blocks of at most `_READ_CHUNK_BYTES`. The file is
+        mapped only while one block is read, so neither the file's pages nor a full-size
+        temporary add to the process's memory beyond one block."""
+        path, name, transpose = sources[key, layer]
+        hf_index = (index[1], index[0]) if transpose else tuple(index)
+        hf_out = out.T if transpose else out
+        rows = hf_out.shape[0]
+        step = max(1, _READ_CHUNK_BYTES // max(1, hf_out[:1].nbytes))  # bounded temporaries
+        first = hf_index[0].indices(hf_shapes[key])[0]
+        for r in range(0, rows, step):
+            chunk = (slice(first + r, first + min(r + step, rows)), *hf_index[1:])
+            with st.safe_open(str(path), framework="numpy") as handle:  # unmapped after each block
+                np.copyto(hf_out[r:r + step], handle.get_slice(name)[chunk], casting="unsafe")
 
-        def build(key: str, stacked: bool) -> jax.Array:
-            shape = shapes["layers"][key] if stacked else shapes[key]
-            sharding = shardings["layers"][key] if stacked else shardings[key]
-            blocks: dict[tuple, np.ndarray] = {}  # one read per distinct slice (replicas share it)
+    def build(key: str, stacked: bool) -> jax.Array:
+        shape = shapes["layers"][key] if stacked else shapes[key]
+        sharding = shardings["layers"][key] if stacked else shardings[key]
+        blocks: dict[tuple, np.ndarray] = {}  # one read per distinct slice (replicas share it)
 
-            def callback(index: tuple[slice, ...]) -> np.ndarray:
-                bounds = tuple(sl.indices(n)[:2] for sl, n in zip(index, shape))
-                if bounds not in blocks:
-                    if not stacked:
-                        blocks[bounds] = read(key, None, index)
-                    else:
-                        layers = range(*bounds[0])
-                        out = np.empty((len(layers), *(b - a for a, b in bounds[1:])), target)
-                        for j, layer in enumerate(layers):
-                            out[j] = read(key, layer, index[1:])
-                        blocks[bounds] = out
-                return blocks[bounds]
+        def callback(index: tuple[slice, ...]) -> np.ndarray:
+            bounds = tuple(sl.indices(n)[:2] for sl, n in zip(index, shape))
+            if bounds not in blocks:
+                out = np.empty(tuple(b - a for a, b in bounds), target)
+                if not stacked:
+                    read_into(out, key, None, index)
+                else:
+                    for j, layer in enumerate(range(*bounds[0])):
+                        read_into(out[j], key, layer, index[1:])
+                blocks[bounds] = out
+            return blocks[bounds]
 
-            return jax.make_array_from_callback(shape, sharding, callback)
+        return jax.make_array_from_callback(shape, sharding, callback)
 
-        params: Params = {key: build(key, False) for key in shapes if key != "layers"}
-        params["layers"] = {key: build(key, True) for key in shapes["layers"]}
+    params: Params = {key: build(key, False) for key in shapes if key != "layers"}
+    params["layers"] = {key: build(key, True) for key in shapes["layers"]}
     return cfg, params
 
 
