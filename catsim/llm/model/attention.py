@@ -15,6 +15,7 @@ Implementations (`ModelConfig.attention`):
     "reference"    einsum scores B x K x G x T x S and a B x T x S mask: the definition
     "blockwise"    online softmax over key blocks inside query blocks: working memory
                    O(B·H·block²) per step, no T x S array anywhere, gradient by recomputation
+                   (sequences that fit in one block run the reference computation)
     "dot_product"  `jax.nn.dot_product_attention` with XLA's implementation
     "cudnn"        `jax.nn.dot_product_attention(implementation="cudnn")`: cuDNN flash attention
                    (NVIDIA GPU, bfloat16/float16 only)
@@ -97,12 +98,16 @@ def blockwise_attention(q_BxTxHxE, k_BxSxKxE, v_BxSxKxE, valid_BxS=None, q_offse
         acc' = acc·exp(m − m') + Σ_s exp(score − m')·v_s,   output = acc / l.
     Only one Tq x Sk block of scores exists at a time, and both loop bodies are rematerialised
     (`jax.checkpoint`), so the backward pass stores O(T) values instead of the T x S probabilities.
-    Key blocks entirely in a query block's future are computed and masked (not skipped).
+    Key blocks entirely in a query block's future are computed and masked (not skipped). When
+    queries and keys each fit in one block (short sequences, one decoded token against a short
+    cache) this is exactly the reference computation, which then runs without the loops.
     """
     if block_size < 1:
         raise CatsimError(f"attention block size must be positive, got {block_size}")
     b, t, h, e = q_BxTxHxE.shape
     s, kv_heads = k_BxSxKxE.shape[1], k_BxSxKxE.shape[2]
+    if t <= block_size and s <= block_size:
+        return reference_attention(q_BxTxHxE, k_BxSxKxE, v_BxSxKxE, valid_BxS, q_offset)
     g = h // kv_heads
     tq, sk = min(block_size, t), min(block_size, s)
     nq, nk = -(-t // tq), -(-s // sk)
