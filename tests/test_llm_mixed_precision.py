@@ -63,7 +63,11 @@ def test_small_lr_step_moves_every_weight_with_float32_masters():
     delta32 = np.concatenate([p.ravel() for p in _leaves(new32)]) - old
     delta_mixed = np.concatenate([p.ravel() for p in _leaves(new_mixed)]) - old
     assert should_move.mean() > 0.5  # the batch reaches most weights
-    assert np.all(delta_mixed[should_move] != 0)  # every one of them moved
+    # bfloat16 compute reaches the same weights (a handful of gradient sums can cancel to exactly
+    # 0 in bfloat16), and every weight with a gradient moved: no update was rounded away
+    has_grad = np.concatenate([np.abs(g).ravel() > 0 for g in _leaves(grads_mixed)])
+    assert has_grad[should_move].mean() > 0.999
+    assert np.all(delta_mixed[has_grad] != 0)
     # ... by about lr, as the float32 run's (Adam's first step is ~lr·sign(g)); bf16 compute flips
     # the sign of some tiny gradients, so compare the updates as vectors
     assert np.median(np.abs(delta_mixed[should_move])) > 0.5 * LR

@@ -19,7 +19,9 @@ Implementations (`ModelConfig.attention`):
     "dot_product"  `jax.nn.dot_product_attention` with XLA's implementation
     "cudnn"        `jax.nn.dot_product_attention(implementation="cudnn")`: cuDNN flash attention
                    (NVIDIA GPU, bfloat16/float16 only)
-    "auto"         "cudnn" on a GPU with bfloat16/float16 activations, "blockwise" otherwise
+    "auto"         on a GPU with bfloat16/float16 activations "cudnn" for full causal passes
+                   (when cuDNN accepts the shapes), otherwise (KV-cache steps, CPU, float32)
+                   "blockwise"
 """
 
 from __future__ import annotations
@@ -50,6 +52,16 @@ def attention(q_BxTxHxE: jax.Array, k_BxSxKxE: jax.Array, v_BxSxKxE: jax.Array,
               implementation: str = "reference", block_size: int = 512) -> jax.Array:
     """Causal grouped-query attention (see the module docstring). Returns B x T x H x E."""
     impl = resolve(implementation, q_BxTxHxE.dtype)
+    if impl == "cudnn" and implementation == "auto":
+        # cuDNN for full causal passes (training, scoring); KV-cache steps, and shapes cuDNN turns
+        # down while tracing (head width, GPU generation), take the blockwise path
+        full = isinstance(q_offset, int) and q_offset == 0 and q_BxTxHxE.shape[1] == k_BxSxKxE.shape[1]
+        if full:
+            try:
+                return dot_product_attention(q_BxTxHxE, k_BxSxKxE, v_BxSxKxE, valid_BxS, cudnn=True)
+            except (NotImplementedError, ValueError, RuntimeError):
+                pass
+        impl = "blockwise"
     if impl == "reference":
         return reference_attention(q_BxTxHxE, k_BxSxKxE, v_BxSxKxE, valid_BxS, q_offset)
     if impl == "blockwise":

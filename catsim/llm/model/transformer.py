@@ -83,8 +83,9 @@ def param_shapes(cfg: ModelConfig) -> Params:
 @functools.partial(jax.jit, static_argnames=("cfg", "init_std"))
 def init_params(cfg: ModelConfig, key: jax.Array, init_std: float = 0.02) -> Params:
     """Random parameters as Hugging Face initialises them: N(0, init_std) matrices, unit norms,
-    zero biases; dtype `cfg.param_dtype`. Meant for small models trained from scratch and tests: the noise
-    for all matrices is drawn at once (float32), so peak memory is about twice the model's size."""
+    zero biases; dtype `cfg.param_dtype`. Meant for small models trained from scratch and tests:
+    the noise for all matrices is drawn at once (float32), so peak memory is about twice the
+    model's size."""
     dtype = jnp.dtype(cfg.param_dtype)
     shapes = param_shapes(cfg)
     flat, treedef = jax.tree.flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
