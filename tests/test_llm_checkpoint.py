@@ -82,6 +82,38 @@ def test_bfloat16_save_is_bit_exact_in_transformers(tmp_path):
     np.testing.assert_array_equal(theirs, expected)
 
 
+def test_float32_masters_load_and_save_as_bfloat16(tmp_path):
+    """Mixed precision: bfloat16 compute over float32 weights read from the file; saving can
+    halve the files (dtype="bfloat16"), which transformers reads back bit for bit."""
+    model = hf_model("Qwen2ForCausalLM", seed=8)
+    src = save_hf(model, tmp_path / "src")
+    cfg, params = load_model(src, dtype="bfloat16", weight_dtype="float32")
+    assert (cfg.dtype, cfg.param_dtype) == ("bfloat16", "float32")
+    assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
+    _, exact = load_model(src, dtype="float32")
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(exact)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    # the forward pass computes in bfloat16: logits near the float32 ones, not equal to them
+    ref = np.asarray(forward(exact, cfg.replace(dtype="float32", weight_dtype=None), jnp.asarray(TOKENS)))
+    mixed = np.asarray(forward(params, cfg, jnp.asarray(TOKENS)))
+    assert 0 < np.abs(mixed - ref).max() < 0.05 * np.abs(ref).max()
+
+    save_model(tmp_path / "f32", cfg, params)  # default: the storage dtype, lossless
+    assert json.loads((tmp_path / "f32" / "config.json").read_text())["dtype"] == "float32"
+    save_model(tmp_path / "bf16", cfg, params, dtype="bfloat16")
+    assert json.loads((tmp_path / "bf16" / "config.json").read_text())["dtype"] == "bfloat16"
+    size = {d: sum(p.stat().st_size for p in (tmp_path / d).glob("*.safetensors")) for d in ("f32", "bf16")}
+    assert size["bf16"] < 0.51 * size["f32"]
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "bf16"), dtype=torch.bfloat16)
+    theirs = reloaded.model.layers[0].mlp.up_proj.weight.float().detach().numpy()
+    ours = np.asarray(params["layers"]["w_up"][0].astype(jnp.bfloat16).astype(jnp.float32)).T
+    np.testing.assert_array_equal(theirs, ours)
+    with pytest.raises(CatsimError, match="dtype"):
+        save_model(tmp_path / "bad", cfg, params, dtype="float16")
+    with pytest.raises(CatsimError, match="weight_dtype"):
+        load_model(src, weight_dtype="float16")
+
+
 def test_init_params_save_load(tmp_path):
     cfg = ModelConfig(vocab_size=50, hidden_size=32, intermediate_size=48, num_layers=2, num_heads=4,
                       num_kv_heads=1, head_dim=8, architecture="Qwen2ForCausalLM", qkv_bias=True,

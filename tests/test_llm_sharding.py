@@ -38,13 +38,44 @@ SCRIPT = textwrap.dedent("""
     err = float(np.abs(np.asarray(out) - np.asarray(ref)).max())
     assert err <= 1e-5, err
 
-    # Loading straight into the mesh gives the same sharded parameters.
+    # Loading straight into the mesh gives the same sharded parameters, and each distinct slice is
+    # read from the files once: every parameter element exactly once in total (the "data" replicas
+    # share a read), no read larger than one device's quarter of the embedding.
     import tempfile
+    import catsim.llm.model.checkpoint as ckpt
+    real_st = ckpt._safetensors()
+    reads = []
+
+    class Slice:
+        def __init__(self, view): self.view = view
+        def __getattr__(self, name): return getattr(self.view, name)
+        def __getitem__(self, index):
+            out = self.view[index]
+            reads.append(out.size)
+            return out
+
+    class Handle:
+        def __init__(self, handle): self.handle = handle
+        def __enter__(self): self.handle.__enter__(); return self
+        def __exit__(self, *exc): return self.handle.__exit__(*exc)
+        def keys(self): return self.handle.keys()
+        def get_slice(self, name): return Slice(self.handle.get_slice(name))
+
+    class CountingSafetensors:
+        numpy = real_st.numpy
+        @staticmethod
+        def safe_open(*args, **kwargs): return Handle(real_st.safe_open(*args, **kwargs))
+
     with tempfile.TemporaryDirectory() as d:
-        save_model(d, cfg, params)
+        save_model(d, cfg, params, max_shard_size=20_000)  # several files and an index
+        ckpt._safetensors = lambda: CountingSafetensors
         _, loaded = load_model(d, mesh=mesh)
+        ckpt._safetensors = lambda: real_st
     assert loaded["layers"]["wq"].sharding == sharded["layers"]["wq"].sharding
-    assert np.array_equal(np.asarray(loaded["layers"]["wq"]), np.asarray(params["layers"]["wq"]))
+    for got, want in zip(jax.tree.leaves(loaded), jax.tree.leaves(params)):
+        assert np.array_equal(np.asarray(got), np.asarray(want))
+    assert sum(reads) == sum(x.size for x in jax.tree.leaves(params)), (sum(reads), len(reads))
+    assert max(reads) <= params["embed"].size // 4, max(reads)
 
     # Sampling: same tokens on 8 devices as on 1 (randomness keyed by prompt id and sample index).
     sampling = SamplingConfig(max_new_tokens=8, temperature=1.0, top_p=0.9)

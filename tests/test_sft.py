@@ -163,6 +163,14 @@ def test_cli_sft_and_errors(tmp_path, capsys):
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
     assert not summary["finished"] and summary["steps_done"] == 2
+    # bfloat16 compute over float32 master weights: the model is written from the float32 masters
+    rc = main(["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--steps", "2",
+               "--batch-size", "4", "--hidden", "16", "--layers", "1", "--heads", "2", "--dtype",
+               "bfloat16", "--out", str(tmp_path / "bf16"), "--eval-prompts", "0", "--no-progress",
+               "--format", "json"])
+    assert rc == 0 and json.loads(capsys.readouterr().out)["finished"]
+    _, params = load_model(tmp_path / "bf16")
+    assert all(x.dtype == np.float32 for x in jax.tree.leaves(params))
     assert main(["llm", "sft", "--task", "maze", "--size", "6", "--out", str(tmp_path / "x")]) == 2
     assert "odd" in capsys.readouterr().err
     assert main(["llm", "sft", "--task", "maze", "--out", str(tmp_path / "y"), "--steps", "0"]) == 2

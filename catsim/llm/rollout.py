@@ -33,7 +33,13 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.llm.model.config import ModelConfig
-from catsim.llm.model.transformer import Params, default_positions, forward_cached, init_cache
+from catsim.llm.model.transformer import (
+    Params,
+    cast_params,
+    default_positions,
+    forward_cached,
+    init_cache,
+)
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,7 @@ def generate(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_
     stop_S = jnp.asarray(sampling.stop_tokens or (-1,), jnp.int32)
 
     prompt_mask_BxP = prompt_mask_BxP.astype(bool)
+    params = cast_params(params, cfg.dtype)  # once, not in every decode step (float32 masters)
     cache = init_cache(cfg, b, p + n)
     logits_Bx1xV, cache = forward_cached(
         params, cfg, prompt_BxP, default_positions(prompt_mask_BxP), prompt_mask_BxP, cache,

@@ -255,12 +255,15 @@ def step_fn(model_cfg: ModelConfig, cfg: SFTConfig):
 # ----------------------------------------------------------------------------- settings fingerprint
 def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
     """Hash of everything that changes the trajectory (not save_every)."""
-    return rundir.fingerprint({
+    settings = {
         "task": task.name,
         "task_config": rundir.task_spec(task)["config"],
         "sft": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "save_every"},
         "model": model_cfg.to_hf_dict(),
-    })
+    }
+    if model_cfg.dtype != model_cfg.param_dtype:  # mixed precision (float32 runs hash as before)
+        settings["compute_dtype"] = model_cfg.dtype
+    return rundir.fingerprint(settings)
 
 
 # ----------------------------------------------------------------------------- the run
@@ -287,17 +290,20 @@ def run_sft(
     eval_prompts: int = 128,
     eval_samples: int = 4,
     progress: bool = True,
+    dtype: str = "float32",
 ) -> SFTResult:
     """Train (or resume) a warm-up run in `out_dir`; see the module docstring for the files.
 
     stop_after: stop once this many total steps are done (state saved, no model written) — for
     splitting a run across sessions or testing resume. eval_prompts: held-out prompts to score at
     the end (0 skips evaluation); eval_samples: temperature-1 samples per prompt.
+    dtype: compute dtype, "float32" or "bfloat16" (mixed precision: parameters, gradients and
+    optimizer state stay float32; the forward pass casts each block's weights to bfloat16).
     """
 
     t_start = time.perf_counter()
     tokenizer = task_tokenizer(task)
-    model_cfg = size.model_config(tokenizer.vocab_size)
+    model_cfg = size.model_config(tokenizer.vocab_size).replace(dtype=dtype, weight_dtype="float32")
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE,
                         fingerprint=fingerprint(task, cfg, model_cfg), what="run")
     with run.locked():

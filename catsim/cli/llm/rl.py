@@ -138,7 +138,9 @@ def register(subparsers) -> None:
     parser.add_argument("--coordinator", help="with --distributed: HOST:PORT of process 0's coordinator")
     parser.add_argument("--num-processes", type=int, help="with --distributed: number of processes")
     parser.add_argument("--process-id", type=int, help="with --distributed: this process's index (0 = writer)")
-    parser.add_argument("--dtype", choices=("float32", "bfloat16"), help="parameter dtype (default: the checkpoint's)")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"),
+                        help="compute dtype (default: the checkpoint's); weights, gradients and "
+                             "Adam state stay float32")
     parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass (default off)")
     parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done (state saved; rerun to resume)")
     parser.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")

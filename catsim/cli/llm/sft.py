@@ -46,6 +46,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     m.add_argument("--hidden", type=int, default=d_size.hidden_size, help="hidden size D (default: %(default)s)")
     m.add_argument("--layers", type=int, default=d_size.num_layers, help="transformer blocks (default: %(default)s)")
     m.add_argument("--heads", type=int, default=d_size.num_heads, help="attention heads (default: %(default)s)")
+    m.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                   help="compute dtype; weights and optimizer state stay float32 (default: %(default)s)")
     m.add_argument("--intermediate", type=int, default=d_size.intermediate_size, help="MLP width, 0 = 4·D (default: %(default)s)")
     e = p.add_argument_group("evaluation")
     e.add_argument("--eval-prompts", type=int, default=128, help="held-out prompts scored at the end, 0 = none (default: %(default)s)")
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                      intermediate_size=args.intermediate)
     result = run_sft(task, cfg, size, args.out, stop_after=args.stop_after, overwrite=args.overwrite,
                      eval_prompts=args.eval_prompts, eval_samples=args.eval_samples,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, dtype=args.dtype)
     summary = {"out": result.out_dir, "steps_done": result.steps_done, "finished": result.finished,
                "final_loss": result.final_loss, "seconds": round(result.seconds, 1), "eval": result.eval}
     if args.format == "json":

@@ -18,6 +18,7 @@ is read, and every error (missing file, missing or unexpected tensor, wrong shap
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -25,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.config import SUPPORTED_DTYPES, ModelConfig
 from catsim.llm.model.transformer import Params, param_shapes
 
 SINGLE_FILE = "model.safetensors"
@@ -66,6 +66,7 @@ _TOP_NAMES: dict[str, tuple[str, bool]] = {
 
 def _safetensors():
     try:
+        import ml_dtypes  # noqa: F401  (registers bfloat16 with NumPy, which safetensors needs)
         import safetensors
         import safetensors.numpy
     except ImportError:
@@ -120,18 +121,31 @@ def _weight_files(directory: Path) -> dict[str, Path]:
     raise CatsimError(f"{directory}: no {SINGLE_FILE} or {INDEX_FILE}{hint}")
 
 
-def load_model(directory: str | Path, *, dtype: str | None = None,
-               mesh: Any = None) -> tuple[ModelConfig, Params]:
+_FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+_READ_CHUNK_BYTES = 64 * 2**20  # tensors are read in row blocks of at most this size
+
+
+def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = None,
+               weight_dtype: str | None = None) -> tuple[ModelConfig, Params]:
     """Load a Hugging Face model directory: returns (ModelConfig, params).
 
-    dtype: "float32" or "bfloat16"; None keeps the checkpoint's dtype (float16 → float32).
-    mesh: optional `jax.sharding.Mesh`; each parameter is placed directly with the FSDP sharding of
-    `catsim.llm.model.sharding.param_shardings` instead of on the default device.
+    dtype: compute dtype, "float32" or "bfloat16"; None keeps the checkpoint's (float16 → float32).
+    weight_dtype: dtype the parameters are stored in (e.g. "float32" master weights for training
+    in bfloat16); None: the compute dtype.
+    mesh: optional `jax.sharding.Mesh`; each parameter is placed with the FSDP sharding of
+    `catsim.llm.model.sharding.param_shardings`, and each device reads only its own slice.
+
+    Every tensor's name, shape and dtype are checked before any is read. Tensors are then read one
+    at a time from the memory-mapped files (`safetensors.safe_open(...).get_slice`), converted and
+    placed on their devices, so host memory peaks near one parameter (one stacked L x ... array,
+    or one device's slice of it), not the whole model.
     """
     directory = Path(directory)
     if not directory.is_dir():
         raise CatsimError(f"model directory not found: {directory}")
     cfg = ModelConfig.from_json_file(directory / "config.json", dtype=dtype)
+    if weight_dtype is not None:
+        cfg = cfg.replace(weight_dtype=weight_dtype)
     st = _safetensors()
     files = _weight_files(directory)
     expected = list(hf_weight_names(cfg))
@@ -143,45 +157,74 @@ def load_model(directory: str | Path, *, dtype: str | None = None,
         more = f" (+{len(unexpected) - 3} more)" if len(unexpected) > 3 else ""
         raise CatsimError(f"{directory}: unexpected tensors for {cfg.architecture}: "
                           f"{', '.join(unexpected[:3])}{more}")
-    target = _np_dtype(cfg.dtype)
+    target = _np_dtype(cfg.param_dtype)
     shapes = param_shapes(cfg)
-    stacked: dict[str, np.ndarray] = {}
-    top: dict[str, np.ndarray] = {}
-    handles: dict[Path, Any] = {}
-    try:
+    if mesh is None:
+        device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+        shardings = jax.tree.map(lambda _: device, shapes, is_leaf=lambda x: isinstance(x, tuple))
+    else:
+        from catsim.llm.model.sharding import param_shardings
+
+        shardings = param_shardings(cfg, mesh)
+    sources: dict[tuple[str, int | None], tuple[Path, str, bool]] = {}
+    hf_shapes: dict[str, int] = {}  # length of each tensor's first axis in the file
+    with contextlib.ExitStack() as stack:  # check every tensor before reading any
+        handles: dict[Path, Any] = {}
         for name, key, layer, hf_shape, transpose in expected:
             if name not in files:
                 raise CatsimError(f"{directory}: tensor {name} is missing from the checkpoint")
             path = files[name]
             if path not in handles:
-                handles[path] = st.safe_open(str(path), framework="numpy").__enter__()
-            handle = handles[path]
-            if name not in handle.keys():
+                handles[path] = stack.enter_context(st.safe_open(str(path), framework="numpy"))
+            if name not in handles[path].keys():
                 raise CatsimError(f"{path.name}: tensor {name} is missing (the index says it is here)")
-            shape = tuple(handle.get_slice(name).get_shape())
+            view = handles[path].get_slice(name)
+            shape = tuple(view.get_shape())
             if shape != hf_shape:
                 raise CatsimError(f"{path.name}: tensor {name} has shape {list(shape)}, "
                                   f"config.json implies {list(hf_shape)}")
-            array = handle.get_tensor(name)
-            if not np.issubdtype(array.dtype, np.floating) and array.dtype != _np_dtype("bfloat16"):
-                raise CatsimError(f"{path.name}: tensor {name} has non-float dtype {array.dtype}")
-            array = (array.T if transpose else array).astype(target)
-            if layer is None:
-                top[key] = array
-            else:
-                if key not in stacked:
-                    stacked[key] = np.empty(shapes["layers"][key], target)
-                stacked[key][layer] = array
-    finally:
-        for handle in handles.values():
-            handle.__exit__(None, None, None)
-    host = {**top, "layers": stacked}
-    if mesh is None:
-        params = jax.tree.map(jnp.asarray, host)
-    else:
-        from catsim.llm.model.sharding import param_shardings
+            if view.get_dtype() not in _FLOAT_DTYPES:
+                raise CatsimError(f"{path.name}: tensor {name} has non-float dtype {view.get_dtype()}")
+            sources[key, layer] = path, name, transpose
+            hf_shapes[key] = shape[0]
 
-        params = jax.tree.map(jax.device_put, host, param_shardings(cfg, mesh))
+    def read_into(out: np.ndarray, key: str, layer: int | None, index: tuple[slice, ...]) -> None:
+        """Copy the catsim-layout block `index` of one (unstacked) tensor into `out`, transposing
+        and converting in the same pass, in row blocks of at most `_READ_CHUNK_BYTES`. The file is
+        mapped only while one block is read, so neither the file's pages nor a full-size
+        temporary add to the process's memory beyond one block."""
+        path, name, transpose = sources[key, layer]
+        hf_index = (index[1], index[0]) if transpose else tuple(index)
+        hf_out = out.T if transpose else out
+        rows = hf_out.shape[0]
+        step = max(1, _READ_CHUNK_BYTES // max(1, hf_out[:1].nbytes))  # bounded temporaries
+        first = hf_index[0].indices(hf_shapes[key])[0]
+        for r in range(0, rows, step):
+            chunk = (slice(first + r, first + min(r + step, rows)), *hf_index[1:])
+            with st.safe_open(str(path), framework="numpy") as handle:  # unmapped after each block
+                np.copyto(hf_out[r:r + step], handle.get_slice(name)[chunk], casting="unsafe")
+
+    def build(key: str, stacked: bool) -> jax.Array:
+        shape = shapes["layers"][key] if stacked else shapes[key]
+        sharding = shardings["layers"][key] if stacked else shardings[key]
+        blocks: dict[tuple, np.ndarray] = {}  # one read per distinct slice (replicas share it)
+
+        def callback(index: tuple[slice, ...]) -> np.ndarray:
+            bounds = tuple(sl.indices(n)[:2] for sl, n in zip(index, shape))
+            if bounds not in blocks:
+                out = np.empty(tuple(b - a for a, b in bounds), target)
+                if not stacked:
+                    read_into(out, key, None, index)
+                else:
+                    for j, layer in enumerate(range(*bounds[0])):
+                        read_into(out[j], key, layer, index[1:])
+                blocks[bounds] = out
+            return blocks[bounds]
+
+        return jax.make_array_from_callback(shape, sharding, callback)
+
+    params: Params = {key: build(key, False) for key in shapes if key != "layers"}
+    params["layers"] = {key: build(key, True) for key in shapes["layers"]}
     return cfg, params
 
 
@@ -202,11 +245,17 @@ def _parse_size(size: int | str) -> int:
 
 
 def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenizer: Any = None,
-               *, max_shard_size: int | str = "5GB") -> Path:
+               *, max_shard_size: int | str = "5GB", dtype: str | None = None) -> Path:
     """Write a Hugging Face model directory (config.json + safetensors, sharded with an index when
     the weights exceed `max_shard_size`), plus the tokenizer files when `tokenizer` is given
-    (a `catsim.llm.model.tokenizer.Tokenizer`). Weights are written in `cfg.dtype`. Returns the directory.
+    (a `catsim.llm.model.tokenizer.Tokenizer`). Weights are written in `dtype` ("float32" or
+    "bfloat16"; default: the storage dtype `cfg.param_dtype`, so float32 master weights are saved
+    losslessly unless `dtype="bfloat16"` asks for half the size). Returns the directory.
     """
+    dtype = dtype or cfg.param_dtype
+    if dtype not in SUPPORTED_DTYPES:
+        raise CatsimError(f"save_model: dtype must be one of {SUPPORTED_DTYPES}, got {dtype!r}")
+    cfg = cfg.replace(dtype=dtype, weight_dtype=None)  # what config.json describes: the files
     st = _safetensors()
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

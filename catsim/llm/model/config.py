@@ -33,6 +33,7 @@ SUPPORTED_ARCHITECTURES = {
 }
 SUPPORTED_DTYPES = ("float32", "bfloat16")
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "blockwise", "dot_product", "cudnn")
 
 
 @dataclass(frozen=True)
@@ -70,8 +71,11 @@ class ModelConfig:
     bos_token_id: int | None = None  # begin-of-sequence id from config.json (informational)
     eos_token_ids: tuple[int, ...] = ()  # end-of-sequence ids from config.json (default stop tokens)
     pad_token_id: int | None = None  # padding id from config.json, if any
-    dtype: str = "float32"  # parameter and activation dtype: "float32" or "bfloat16"
+    dtype: str = "float32"  # compute dtype (activations, matmul inputs): "float32" or "bfloat16"
     remat: bool = False  # recompute each block's activations in the backward pass (jax.checkpoint)
+    weight_dtype: str | None = None  # storage dtype of the parameters; None: the compute dtype
+    attention: str = "auto"  # implementation: see catsim.llm.model.attention.IMPLEMENTATIONS
+    attention_block: int = 512  # query/key block length of the blockwise implementation
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads",
@@ -87,10 +91,25 @@ class ModelConfig:
             raise CatsimError(f"model config: head_dim must be even for RoPE, got {self.head_dim}")
         if self.dtype not in SUPPORTED_DTYPES:
             raise CatsimError(f"model config: dtype must be one of {SUPPORTED_DTYPES}, got {self.dtype!r}")
+        if self.weight_dtype is not None and self.weight_dtype not in SUPPORTED_DTYPES:
+            raise CatsimError(f"model config: weight_dtype must be one of {SUPPORTED_DTYPES}, "
+                              f"got {self.weight_dtype!r}")
+        if self.attention not in ATTENTION_IMPLEMENTATIONS:
+            raise CatsimError(f"model config: attention must be one of {ATTENTION_IMPLEMENTATIONS}, "
+                              f"got {self.attention!r}")
+        if isinstance(self.attention_block, bool) or not isinstance(self.attention_block, int) \
+                or self.attention_block < 1:
+            raise CatsimError(f"model config: attention_block must be a positive integer, "
+                              f"got {self.attention_block!r}")
         if self.architecture not in SUPPORTED_ARCHITECTURES:
             raise CatsimError(_unsupported_architecture_message(self.architecture))
         if not self.rms_norm_eps > 0 or not self.rope_theta > 0:
             raise CatsimError("model config: rms_norm_eps and rope_theta must be positive")
+
+    @property
+    def param_dtype(self) -> str:
+        """Dtype the parameters are stored (and optimised) in: `weight_dtype`, else `dtype`."""
+        return self.weight_dtype or self.dtype
 
     @property
     def family(self) -> str:
@@ -230,8 +249,8 @@ class ModelConfig:
             "bos_token_id": self.bos_token_id,
             "eos_token_id": eos,
             "pad_token_id": self.pad_token_id,
-            "dtype": self.dtype,
-            "torch_dtype": self.dtype,
+            "dtype": self.param_dtype,
+            "torch_dtype": self.param_dtype,
             "use_cache": True,
         }
         if family == "llama":

@@ -28,6 +28,12 @@ Matrices are stored input-major (x @ W), i.e. transposed relative to PyTorch's n
 Numerics follow the Hugging Face reference: RMSNorm in float32 then cast, RoPE tables in float32,
 attention scores and softmax in float32, logits returned in float32 whatever cfg.dtype is.
 
+Mixed precision: parameters are stored in `cfg.param_dtype` (e.g. float32 master weights) and each
+block casts its weights to the compute dtype `cfg.dtype` (e.g. bfloat16) where it uses them, so
+activations are in `cfg.dtype` while gradients with respect to the stored parameters come out in
+the storage dtype. Attention goes through `catsim.llm.model.attention.attention` with the
+implementation `cfg.attention`.
+
 Entry points:
     forward(params, cfg, tokens_BxT, positions_BxT=None, mask_BxT=None) -> logits_BxTxV
 (all three are jitted with the config static; calling them inside another jit simply inlines them)
@@ -46,10 +52,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.llm.model.attention import attention
 from catsim.llm.model.config import ModelConfig
 
 Params = dict[str, Any]
-_MASKED = -1e30  # finite "minus infinity": fully masked rows give a uniform softmax, never NaN
 
 
 def param_shapes(cfg: ModelConfig) -> Params:
@@ -77,9 +83,10 @@ def param_shapes(cfg: ModelConfig) -> Params:
 @functools.partial(jax.jit, static_argnames=("cfg", "init_std"))
 def init_params(cfg: ModelConfig, key: jax.Array, init_std: float = 0.02) -> Params:
     """Random parameters as Hugging Face initialises them: N(0, init_std) matrices, unit norms,
-    zero biases; dtype `cfg.dtype`. Meant for small models trained from scratch and tests: the noise
-    for all matrices is drawn at once (float32), so peak memory is about twice the model's size."""
-    dtype = jnp.dtype(cfg.dtype)
+    zero biases; dtype `cfg.param_dtype`. Meant for small models trained from scratch and tests:
+    the noise for all matrices is drawn at once (float32), so peak memory is about twice the
+    model's size."""
+    dtype = jnp.dtype(cfg.param_dtype)
     shapes = param_shapes(cfg)
     flat, treedef = jax.tree.flatten_with_path(shapes, is_leaf=lambda x: isinstance(x, tuple))
     # One normal draw sliced into matrices: a single PRNG call compiles far faster than one per leaf.
@@ -147,20 +154,6 @@ def apply_rope(x_BxTxNxE: jax.Array, cos_BxTxE: jax.Array, sin_BxTxE: jax.Array)
     return x_BxTxNxE * cos + rotated * sin
 
 
-def attention(q_BxTxHxE: jax.Array, k_BxSxKxE: jax.Array, v_BxSxKxE: jax.Array,
-              allowed_BxTxS: jax.Array) -> jax.Array:
-    """Grouped-query softmax attention; scores and softmax in float32. Returns B x T x H x E."""
-    b, t, h, e = q_BxTxHxE.shape
-    kv_heads = k_BxSxKxE.shape[2]
-    q_BxTxKxGxE = q_BxTxHxE.reshape(b, t, kv_heads, h // kv_heads, e)
-    scores_BxKxGxTxS = jnp.einsum("btkge,bske->bkgts", q_BxTxKxGxE, k_BxSxKxE,
-                                  preferred_element_type=jnp.float32) / math.sqrt(e)
-    scores_BxKxGxTxS = jnp.where(allowed_BxTxS[:, None, None], scores_BxKxGxTxS, _MASKED)
-    probs_BxKxGxTxS = jax.nn.softmax(scores_BxKxGxTxS, axis=-1).astype(v_BxSxKxE.dtype)
-    out_BxTxKxGxE = jnp.einsum("bkgts,bske->btkge", probs_BxKxGxTxS, v_BxSxKxE)
-    return out_BxTxKxGxE.reshape(b, t, h, e)
-
-
 def _linear(x: jax.Array, w: jax.Array, b: jax.Array | None) -> jax.Array:
     y = x @ w
     return y if b is None else y + b
@@ -198,10 +191,12 @@ def _embed(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array) -> jax.Array
 
 
 def _logits(params: Params, cfg: ModelConfig, x_BxTxD: jax.Array) -> jax.Array:
-    h_BxTxD = rms_norm(x_BxTxD, params["final_norm"], cfg.rms_norm_eps)
+    h_BxTxD = rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
     if cfg.tie_word_embeddings:
-        return jnp.einsum("btd,vd->btv", h_BxTxD, params["embed"], preferred_element_type=jnp.float32)
-    return jnp.einsum("btd,dv->btv", h_BxTxD, params["unembed"], preferred_element_type=jnp.float32)
+        return jnp.einsum("btd,vd->btv", h_BxTxD, params["embed"].astype(cfg.dtype),
+                          preferred_element_type=jnp.float32)
+    return jnp.einsum("btd,dv->btv", h_BxTxD, params["unembed"].astype(cfg.dtype),
+                      preferred_element_type=jnp.float32)
 
 
 def _check_tokens(tokens_BxT: jax.Array) -> None:
@@ -228,20 +223,20 @@ def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
     """
     _check_tokens(tokens_BxT)
     b, t = tokens_BxT.shape
-    mask_BxT = jnp.ones((b, t), bool) if mask_BxT is None else mask_BxT.astype(bool)
+    valid_BxT = None if mask_BxT is None else mask_BxT.astype(bool)
     if positions_BxT is None:
-        positions_BxT = default_positions(mask_BxT)
+        positions_BxT = default_positions(jnp.ones((b, t), bool) if valid_BxT is None else valid_BxT)
     cos_BxTxE, sin_BxTxE = rope_tables(cfg, positions_BxT)
-    causal_TxT = jnp.tril(jnp.ones((t, t), bool))
-    allowed_BxTxT = causal_TxT[None] & mask_BxT[:, None, :]
 
     def constrain(x):
         return x if activation_sharding is None else jax.lax.with_sharding_constraint(
             x, activation_sharding)
 
     def block(x_BxTxD, layer):
+        layer = cast_params(layer, cfg.dtype)
         q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
-        attn_BxTxHxE = attention(q_BxTxHxE, k_BxTxKxE, v_BxTxKxE, allowed_BxTxT)
+        attn_BxTxHxE = attention(q_BxTxHxE, k_BxTxKxE, v_BxTxKxE, valid_BxT,
+                                 implementation=cfg.attention, block_size=cfg.attention_block)
         return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE)), None
 
     if cfg.remat:
@@ -283,12 +278,9 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
     the updated cache). The caller must keep cache.index + T <= S.
     """
     _check_tokens(tokens_BxT)
-    b, t = tokens_BxT.shape
-    s = cache.valid_BxS.shape[1]
+    t = tokens_BxT.shape[1]
     start = cache.index
     valid_BxS = jax.lax.dynamic_update_slice(cache.valid_BxS, mask_BxT.astype(bool), (0, start))
-    query_slot_T = start + jnp.arange(t)
-    allowed_BxTxS = (jnp.arange(s)[None, :] <= query_slot_T[:, None])[None] & valid_BxS[:, None, :]
     cos_BxTxE, sin_BxTxE = rope_tables(cfg, positions_BxT)
 
     def constrain(x):
@@ -301,12 +293,14 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
     def block(carry, layer_and_index):
         x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = carry
         layer, i = layer_and_index
+        layer = cast_params(layer, cfg.dtype)
         q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
         k_LxBxSxKxE = jax.lax.dynamic_update_slice(
             k_LxBxSxKxE, k_BxTxKxE.astype(k_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
         v_LxBxSxKxE = jax.lax.dynamic_update_slice(
             v_LxBxSxKxE, v_BxTxKxE.astype(v_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
-        attn_BxTxHxE = attention(q_BxTxHxE, k_LxBxSxKxE[i], v_LxBxSxKxE[i], allowed_BxTxS)
+        attn_BxTxHxE = attention(q_BxTxHxE, k_LxBxSxKxE[i], v_LxBxSxKxE[i], valid_BxS, start,
+                                 implementation=cfg.attention, block_size=cfg.attention_block)
         x_BxTxD = constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
         return (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), None
 

@@ -263,7 +263,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     task: a task object (any `catsim.llm.tasks.base.Task`) used instead of the spec's task.
     mesh: optional Mesh for data/FSDP sharding. stop_after: stop once this many steps are done
     (state saved, no final model). The base model is the frozen KL reference.
-    dtype: parameter dtype ("float32" or "bfloat16"; None keeps the checkpoint's). remat: recompute
+    dtype: compute dtype ("float32" or "bfloat16"; None keeps the checkpoint's); parameters and
+    optimiser state are float32 whatever it is (mixed precision). remat: recompute
     block activations in the backward pass (memory for long responses on GPU).
     """
     from tqdm.auto import tqdm
@@ -344,7 +345,7 @@ def _trainer(base_dir, cfg: RLConfig, task_spec, task, mesh, chat_template, dtyp
         task = rundir.task_from_spec(spec)
     else:
         spec = task_spec or rundir.task_spec(task)
-    model_cfg, params = load_model(base_dir, dtype=dtype)
+    model_cfg, params = load_model(base_dir, dtype=dtype, mesh=mesh, weight_dtype="float32")
     if remat:
         model_cfg = model_cfg.replace(remat=True)
     tokenizer = Tokenizer.from_dir(base_dir)
