@@ -208,7 +208,8 @@ def read_model_config(path: str | Path, *, dtype: str | None = None, remat: bool
     file = path / "config.json" if path.is_dir() else path
     if not file.is_file():
         raise CatsimError(f"{path}: no config.json (give a model directory or its config.json)")
-    cfg = ModelConfig.from_json_file(file, dtype=dtype)
+    # `llm rl` keeps float32 master weights whatever the compute dtype (mixed precision)
+    cfg = ModelConfig.from_json_file(file, dtype=dtype).replace(weight_dtype="float32")
     return cfg.replace(remat=True) if remat else cfg
 
 
