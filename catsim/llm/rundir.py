@@ -5,7 +5,7 @@
         run.clear(...) if overwrite       # start afresh
         tree, start = run.resume(template)    # the saved state (step 0: template), log cut back
         run.write_json(CONFIG_FILE, {...})
-        with run.open_log() as log: ...   # append one JSON line per step
+        with run.open_log(start, log_to=("tensorboard",)) as log: ...   # log.write(record) per step
         run.save_state(tree, step)        # asynchronous; every `save_every` steps
         run.save_model("model", cfg, params, tokenizer)
     # leaving `locked()` waits for the last state save
@@ -344,9 +344,14 @@ class RunDir:
         if self.primary:
             write_json(self.path / name, obj)
 
-    def open_log(self):
-        """The step log, opened for appending (a sink on processes other than 0)."""
-        return self.log_path.open("a") if self.primary else open(os.devnull, "w")
+    def open_log(self, start: int, *, log_to=(), config: dict | None = None, run_name: str | None = None):
+        """The step log as a `catsim.tracking.MetricsWriter` (JSONL, plus the `log_to` sinks:
+        tensorboard, wandb), resumed at step `start`; it writes nothing on processes other than 0.
+        `write(record)` takes a dict with an int "step"."""
+        from catsim.tracking import MetricsWriter
+
+        return MetricsWriter(self.path, self.log_path.name, log_to=log_to, resume_step=start, config=config,
+                             run_name=run_name or self.path.name, enabled=self.primary)
 
     def save_state(self, tree: Any, step: int) -> None:
         """Start an asynchronous save of the training state at `step` (every process calls this;

@@ -291,6 +291,7 @@ def run_sft(
     eval_samples: int = 4,
     progress: bool = True,
     dtype: str = "float32",
+    log_to: tuple[str, ...] = (),
 ) -> SFTResult:
     """Train (or resume) a warm-up run in `out_dir`; see the module docstring for the files.
 
@@ -299,6 +300,7 @@ def run_sft(
     the end (0 skips evaluation); eval_samples: temperature-1 samples per prompt.
     dtype: compute dtype, "float32" or "bfloat16" (mixed precision: parameters, gradients and
     optimizer state stay float32; the forward pass casts each block's weights to bfloat16).
+    log_to: extra sinks of the step metrics besides the JSONL log ("tensorboard", "wandb").
     """
 
     t_start = time.perf_counter()
@@ -314,7 +316,7 @@ def run_sft(
         run.write_json(CONFIG_FILE, {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
                                      "num_params": model_cfg.num_params, "fingerprint": run.fingerprint})
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
-        state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress)
+        state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress, log_to)
 
         from catsim.plots.sft import plot_loss_curve
 
@@ -333,7 +335,7 @@ def run_sft(
 
 
 def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cfg: SFTConfig, state: TrainState,
-           start: int, end: int, progress: bool) -> tuple[TrainState, float]:
+           start: int, end: int, progress: bool, log_to=()) -> tuple[TrainState, float]:
     """Steps start..end-1 with the step log and periodic saves; returns (state, last loss)."""
     from tqdm.auto import tqdm
 
@@ -343,16 +345,15 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
     bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not progress,
                dynamic_ncols=True)
     try:
-        with run.open_log() as log:
+        with run.open_log(start, log_to=log_to, config=dataclasses.asdict(cfg)) as log:
             for step in range(start, end):
                 t0 = time.perf_counter()
                 batch = make_batch(task, tokenizer, cfg, step)
                 state, metrics = step_once(state, batch)
                 metrics = {k: float(v) for k, v in metrics.items()}
                 last_loss = metrics["loss"]
-                log.write(json.dumps({"step": step + 1, **metrics, "lr": float(schedule(step)),
-                                      "seconds": round(time.perf_counter() - t0, 4)}) + "\n")
-                log.flush()
+                log.write({"step": step + 1, **metrics, "lr": float(schedule(step)),
+                           "seconds": round(time.perf_counter() - t0, 4)})
                 bar.update(1)
                 bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
                 if (step + 1) % cfg.save_every == 0 or step + 1 == end:

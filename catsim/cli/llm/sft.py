@@ -54,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--eval-samples", type=int, default=4, help="temperature-1 samples per held-out prompt (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--format", choices=["text", "json"], default="text", help="summary format (default: %(default)s)")
+    from catsim.tracking import add_log_to_argument
+
+    add_log_to_argument(p)
     p.set_defaults(func=run)
 
 
@@ -70,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                      intermediate_size=args.intermediate)
     result = run_sft(task, cfg, size, args.out, stop_after=args.stop_after, overwrite=args.overwrite,
                      eval_prompts=args.eval_prompts, eval_samples=args.eval_samples,
-                     progress=not args.no_progress, dtype=args.dtype)
+                     progress=not args.no_progress, dtype=args.dtype, log_to=args.log_to)
     summary = {"out": result.out_dir, "steps_done": result.steps_done, "finished": result.finished,
                "final_loss": result.final_loss, "seconds": round(result.seconds, 1), "eval": result.eval}
     if args.format == "json":
