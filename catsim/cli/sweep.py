@@ -43,6 +43,9 @@ def register(subparsers) -> None:
                              "bit-identical either way (default: on)")
     parser.add_argument("--cpu-devices", type=int, default=None,
                         help="CPU cores to use as JAX devices; 1 = one device (default: all)")
+    from catsim.tracking import add_log_to_argument
+
+    add_log_to_argument(parser)  # one record per cell: OUT/sweep_log.jsonl
     add_config_arguments(parser, default_log_every=10)
     parser.set_defaults(func=run)
 
@@ -63,7 +66,7 @@ def run(args) -> int:
                      low_lr_gammas=controls, figures_dir=args.figures_dir,
                      figure_name=args.figure_name, resume=not args.no_resume,
                      progress=not args.no_progress, shard=args.shard,
-                     log=lambda m: print(m, file=sys.stderr))
+                     log=lambda m: print(m, file=sys.stderr), log_to=args.log_to)
     for note in done.notes:
         print(note, file=sys.stderr)
     print(done.table)

@@ -37,14 +37,14 @@ class SweepOutput:
 def run_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int], gammas: Sequence[float],
               seeds=4, low_lr_gammas: Sequence[float] | None = None, figures_dir="figures",
               figure_name: str | None = None, resume: bool = True, progress: bool = True,
-              shard: bool = False, log=None) -> SweepOutput:
-    """`catsim.sim.sweep.sweep`, then results.nc (when xarray can write it), Fig. 2 per method
+              shard: bool = False, log=None, log_to=()) -> SweepOutput:
+    """`catsim.sim.sweep.sweep` (`log_to`: sinks of its per-cell log), then results.nc (when xarray can write it), Fig. 2 per method
     (`figures_dir/fig2_<method>.png`, or `figure_name`) and the table (`out_dir/table.txt`)."""
     out = Path(out_dir)
     t0 = time.perf_counter()
     results = sweep(config, out, group_sizes=group_sizes, gammas=gammas, seeds=seeds,
                     low_lr_gammas=low_lr_gammas, resume=resume, progress=progress, shard=shard,
-                    log=log)
+                    log=log, log_to=log_to)
     seconds = time.perf_counter() - t0
     notes = []
     try:

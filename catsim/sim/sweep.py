@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import itertools
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -186,16 +187,22 @@ def _cell_signature(cfg: SimConfig, gammas, seeds) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+SWEEP_LOG = "sweep_log.jsonl"
+
+
 def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
           gammas: Sequence[float] = PAPER_GAMMAS, seeds=4,
           low_lr_gammas: Sequence[float] | None = None, resume: bool = True,
-          progress: bool = True, shard: bool = False, log=None) -> SimResults:
+          progress: bool = True, shard: bool = False, log=None, log_to=()) -> SimResults:
     """Resumable grid run: one cell file per (method, N) in `<out_dir>/cells/`, then
     `<out_dir>/results.npz`. `low_lr_gammas` adds one method per App. N control value, as in
     `simulate`.
 
     A finished cell is reused when its file exists and its configuration signature matches.
     Returns the combined SimResults (also saved). `log(msg)` receives one-line status messages.
+    Every cell (cached or run) is one record of `<out_dir>/sweep_log.jsonl` (seed-mean final Mret
+    and Qpos per γ, seconds), mirrored to the `log_to` sinks ("tensorboard", "wandb"), step = the
+    cell's index in the grid.
     """
     out = Path(out_dir)
     cells_dir = out / "cells"
@@ -222,16 +229,28 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
         log(f"resuming: {len(parts)} of {len(configs)} cells already done in {cells_dir}")
     bar = _progress_bar(len(todo) * len(gs) * len(seed_list) * config.steps, progress)
     timings = {}
+    pending = {_cell_key(cfg): (path, sig) for cfg, path, sig in todo}
+    share_with = [c.group_size for c, _, _ in todo]
+    from catsim.tracking import MetricsWriter
+
+    writer = MetricsWriter(out, SWEEP_LOG, log_to=log_to, resume_step=None, run_name=out.name,
+                           config={"method": config.method_label, "group_sizes": list(group_sizes),
+                                   "gammas": list(gs), "seeds": list(seed_list), "steps": config.steps})
     try:
-        for cfg, path, sig in todo:
-            t0 = time.perf_counter()
-            cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard,
-                            share_with=[c.group_size for c, _, _ in todo])
-            timings[cfg.group_size if len(variants) == 1 else path.stem] = time.perf_counter() - t0
-            res = _cell_results(cfg, gs, seed_list, cell)
-            res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
-            res.save(path)
-            parts[_cell_key(cfg)] = res
+        with writer:
+            for index, cfg in enumerate(configs):  # cells in grid order, so the log's steps rise
+                seconds = None
+                if _cell_key(cfg) in pending:
+                    path, sig = pending[_cell_key(cfg)]
+                    t0 = time.perf_counter()
+                    cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard, share_with=share_with)
+                    seconds = time.perf_counter() - t0
+                    timings[cfg.group_size if len(variants) == 1 else path.stem] = seconds
+                    res = _cell_results(cfg, gs, seed_list, cell)
+                    res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
+                    res.save(path)
+                    parts[_cell_key(cfg)] = res
+                writer.write(_cell_record(index + 1, cfg, parts[_cell_key(cfg)], seconds))
     finally:
         if bar is not None:
             bar.close()
@@ -240,7 +259,18 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
         results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
     results.save(out / "results.npz")
     if timings:
-        (out / "timings.json").write_text(json.dumps(
-            {"seconds_per_cell": {str(k): v for k, v in timings.items()},
-             "total_seconds": sum(timings.values())}, indent=1))
+        tmp = out / ".timings.json.tmp"
+        tmp.write_text(json.dumps({"seconds_per_cell": {str(k): v for k, v in timings.items()},
+                                   "total_seconds": sum(timings.values())}, indent=1))
+        os.replace(tmp, out / "timings.json")
     return results
+
+
+def _cell_record(step: int, cfg: SimConfig, res: SimResults, seconds: float | None) -> dict:
+    """One line of the sweep's log: a cell's seed-mean final metrics per γ (and its run time)."""
+    record = {"step": step, "method": cfg.method_label, "group_size": cfg.group_size, "seconds": seconds}
+    for metric in ("mret", "qpos"):
+        final = res.final(metric)[0, :, 0, :]  # [gamma, seed]
+        for g, row in zip(res.gammas, final):
+            record[f"{metric}/gamma={g:g}"] = float(np.mean(row))
+    return record
