@@ -181,10 +181,13 @@ def low_lr_gammas(args) -> list[float] | None:
     return values
 
 
+MAX_GROUP_SIZE = 2**30  # counts and draws are int32 in the engine
+
+
 def group_sizes(text: str) -> list[int]:
     sizes = parse_int_list(text, "--n")
-    if any(n < 1 for n in sizes):
-        raise CatsimError(f"--n: group sizes must be >= 1, got {text!r}")
+    if any(n < 1 or n > MAX_GROUP_SIZE for n in sizes):
+        raise CatsimError(f"--n: group sizes must lie in [1, 2^30], got {text!r}")
     return sizes
 
 

@@ -23,14 +23,25 @@ def _number(text: str, name: str) -> float:
     return value
 
 
+MAX_ITEMS = 100_000  # a list longer than this is a typo (e.g. 1:1e9), not a plan
+MAX_POWER = 62  # 2^a:2^b ranges stop at 2^62 (whole numbers exact in int64)
+
+
+def _check_count(values: list[float], extra: float, name: str, text: str) -> None:
+    if len(values) + extra > MAX_ITEMS:
+        raise CatsimError(f"{name}: {text!r} expands to more than {MAX_ITEMS:,} values")
+
+
 def parse_float_list(text: str, name: str) -> list[float]:
-    """Parse a comma list of numbers and ranges (see module docstring) into floats."""
+    """Parse a comma list of numbers and ranges (see module docstring) into floats; at most
+    `MAX_ITEMS` values, powers of two up to 2^`MAX_POWER`."""
     items = [part.strip() for part in text.split(",")]
     if not text.strip() or any(not item for item in items):
         raise CatsimError(f"{name}: empty value in {text!r}")
     values: list[float] = []
     for item in items:
         if ":" not in item:
+            _check_count(values, 1, name, text)
             values.append(_number(item, name))
             continue
         parts = item.split(":")
@@ -38,6 +49,9 @@ def parse_float_list(text: str, name: str) -> list[float]:
             lo, hi = (_number(p.strip()[2:], name) for p in parts)
             if lo != int(lo) or hi != int(hi) or hi < lo:
                 raise CatsimError(f"{name}: bad power-of-two range {item!r} (want 2^a:2^b, a <= b)")
+            if lo < -MAX_POWER or hi > MAX_POWER:
+                raise CatsimError(f"{name}: power-of-two range {item!r} goes beyond 2^±{MAX_POWER}")
+            _check_count(values, hi - lo + 1, name, text)
             values.extend(float(2 ** k) for k in range(int(lo), int(hi) + 1))
             continue
         if len(parts) not in (2, 3):
@@ -47,6 +61,7 @@ def parse_float_list(text: str, name: str) -> list[float]:
         if step <= 0 or stop < start:
             raise CatsimError(f"{name}: bad range {item!r} (want start <= stop, step > 0)")
         count = int(math.floor((stop - start) / step + 1e-9)) + 1
+        _check_count(values, count, name, text)
         values.extend(start + k * step for k in range(count))
     return values
 

@@ -31,6 +31,19 @@ def register_package(subparsers: argparse._SubParsersAction, package: str) -> No
             register(subparsers)
 
 
+def check_output_path(path: str | os.PathLike, flag: str) -> None:
+    """Fail (CatsimError) before any work when `path` cannot be written: its folder must exist or
+    be creatable, and must be writable; `path` itself must not be a directory."""
+    target = os.path.abspath(os.fspath(path))
+    if os.path.isdir(target):
+        raise CatsimError(f"{flag}: {path} is a directory")
+    parent = os.path.dirname(target)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+        raise CatsimError(f"{flag}: cannot write {path} ({parent} is not a writable folder)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(
         prog="catsim",
@@ -59,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(func(args) or 0)
     except CatsimError as err:
         print(f"catsim {name}: error: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a path that cannot be read or written: one line, no traceback
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"catsim {name}: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"catsim {name}: interrupted", file=sys.stderr)

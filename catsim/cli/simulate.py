@@ -52,6 +52,10 @@ def run(args) -> int:
     from catsim.sim.sweep import learning_rate_for, low_lr_variants, simulate
 
     cfg = config_from_args(args)
+    if args.save:
+        from catsim.cli.main import check_output_path
+
+        check_output_path(args.save, "--save")
     if args.log_every is None and not args.save:  # only final values are printed: record only them
         # (with a progress bar: a record every 100 steps at most, the host loop's chunk)
         cfg = dataclasses.replace(

@@ -57,7 +57,7 @@ def run(args) -> int:
 
     cfg = config_from_args(args)
     controls = low_lr_gammas(args)
-    sizes = group_sizes(args.n) if args.n else list(SCENARIO_GRIDS[args.scenario])
+    sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
     gamma_values = gammas(args.gamma)
     if args.shard:
         use_cpu_cores(args.cpu_devices)

@@ -23,7 +23,8 @@ def register(subparsers) -> None:
     parser.add_argument("models", nargs="+", help="Hugging Face model dirs (checkpoint order for the ledger)")
     add_common_model_options(parser)
     parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
-    parser.add_argument("--k", default="1,2,4,8,16,32,64", help="k values to print, comma list or 2^a:2^b (default: %(default)s)")
+    parser.add_argument("--k", default=None,
+                        help="k values to print, comma list or 2^a:2^b (default: the powers of two up to --n)")
     parser.add_argument("--prompts", type=int, default=128, help="prompts scored, 0 = the whole split (default: %(default)s)")
     parser.add_argument("--split", default="heldout", choices=("heldout", "train"),
                         help="task split to score (default: %(default)s)")
@@ -48,7 +49,19 @@ def run(args) -> int:
     from catsim.llm import metrics
     from catsim.llm.rundir import read_task_file, task_from_spec
 
-    ks = parse_int_list(args.k, "--k")
+    for flag in ("n", "prompts", "batch_size", "rare_prompts", "rare_n", "iterations"):
+        value = getattr(args, flag)
+        if value < (0 if flag == "prompts" else 1):
+            raise CatsimError(f"--{flag.replace('_', '-')} must be {'>= 0' if flag == 'prompts' else 'positive'}, "
+                              f"got {value}")
+    if args.m is not None and not 1 <= args.m <= args.n:
+        raise CatsimError(f"--m must lie in [1, --n = {args.n}], got {args.m}")
+    if args.json:
+        from catsim.cli.main import check_output_path
+
+        check_output_path(args.json, "--json")
+    ks = (parse_int_list(args.k, "--k") if args.k is not None
+          else [2**i for i in range(args.n.bit_length()) if 2**i <= args.n])
     if max(ks) > args.n:
         raise CatsimError(f"--k asks for k = {max(ks)} but --n is {args.n}; need n >= k")
     spec = task_spec_from_args(args) or read_task_file(args.models[0])
@@ -89,7 +102,7 @@ def run(args) -> int:
         print(" | ".join(cells))
     counts = [np.asarray(report["models"][p]["num_correct"]) for p in args.models]
     if args.test and len(args.models) > 1:
-        m = args.m or max(1, args.n // 4)
+        m = args.m if args.m is not None else max(1, args.n // 4)
         report["tests"] = []
         for path, c in zip(args.models[1:], counts[1:]):
             for k in sorted({1, m}):

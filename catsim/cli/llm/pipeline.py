@@ -74,6 +74,10 @@ def add_pipeline_options(parser: argparse.ArgumentParser, full, quick) -> None:
 def config_from_args(pc, args):
     """`pc` with the shared options' overrides applied."""
     changes: dict = {}
+    for flag in ("tasks", "runs", "seeds"):  # an empty list is a mistake, not "the default"
+        value = getattr(args, flag)
+        if value is not None and not [x for x in value.split(",") if x.strip()]:
+            raise CatsimError(f"--{flag}: empty list")
     if args.tasks:
         wanted = [t.strip() for t in args.tasks.split(",")]
         known = {t.name: t for t in pc.tasks}
@@ -81,7 +85,7 @@ def config_from_args(pc, args):
 
         changes["tasks"] = tuple(known.get(t, TaskSetup(t)) for t in wanted)
     if args.runs:
-        changes["runs"] = tuple(s.strip() for s in args.runs.split(","))
+        changes["runs"] = tuple(s.strip() for s in args.runs.split(",") if s.strip())
     if args.seeds:
         changes["seeds"] = tuple(parse_int_list(args.seeds, "--seeds"))
     for name in FIELDS:
