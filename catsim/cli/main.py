@@ -57,6 +57,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a cluster's preemption signal), raised where the work is, so that the same
+    save-and-stop path as Ctrl-C runs (sft and rl save their state, sweeps keep finished cells)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # The CLI only writes figure files: use the non-interactive backend unless the user chose one.
     # (Library code never switches backends, so notebooks keep their inline backend.)
@@ -68,6 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     name = " ".join(x for x in (args.command, getattr(args, "llm_command", None)) if x)
+    import signal
+    import threading
+
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return int(func(args) or 0)
     except CatsimError as err:
@@ -77,9 +92,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f": {err.filename}" if getattr(err, "filename", None) else ""
         print(f"catsim {name}: error: {err.strerror or err}{where}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"catsim {name}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        what = "terminated (SIGTERM)" if isinstance(err, Terminated) else "interrupted"
+        print(f"catsim {name}: {what}; rerun the same command to resume", file=sys.stderr)
+        return 143 if isinstance(err, Terminated) else 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":
