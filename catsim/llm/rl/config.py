@@ -46,6 +46,7 @@ METHODS = {
     "asym-grpo": Method("grpo", 0.2, 0.2, "grpo", "token_mean", False, asymmetric=True),
 }
 TEMPERATURE_SCHEDULES = ("constant", "cosine", "stepwise")
+LOGPROB_TEMPERATURES = ("sampling", "one")
 KL_ESTIMATORS = ("k1", "k3")
 
 
@@ -71,9 +72,15 @@ class ObjectiveConfig:
     reward_wrong: float = 0.0  # Rw: reward of a score of 0 (graded scores map linearly)
     batch_renorm: bool = False  # re-normalise advantages over the whole batch
     adv_eps: float = 1e-6  # ε in the GRPO std denominator
+    # training log-probs from logits / τ at the rollout temperature τ ("sampling", as verl does, so
+    # the importance ratio describes the distribution sampled from) or from the raw logits ("one")
+    logprob_temperature: str = "sampling"
 
     def __post_init__(self) -> None:
         _count("max_sampling_rounds", self.max_sampling_rounds, 1)
+        if self.logprob_temperature not in LOGPROB_TEMPERATURES:
+            raise CatsimError(f"logprob_temperature must be one of {', '.join(LOGPROB_TEMPERATURES)}, "
+                              f"got {self.logprob_temperature!r}")
         for name in ("kl_coef", "entropy_coef", "adv_eps"):
             v.check_nonnegative(name, getattr(self, name))
         for name in ("clip_low", "clip_high"):
@@ -269,6 +276,12 @@ class RLConfig:
         return float(fn(step, self.run.steps, tau_max=r.temperature, tau_min=r.temperature_min,
                         fraction=r.temperature_fraction))
 
+    def logprob_temperature(self, step: int) -> float:
+        """τ of the training log-probs at RL step `step`: the rollout temperature (1 for greedy
+        rollouts, τ = 0), or 1 with logprob_temperature "one"."""
+        tau = self.rollout_temperature(step)
+        return tau if self.objective.logprob_temperature == "sampling" and tau > 0 else 1.0
+
     @property
     def group_size(self) -> int:
         return self.rollout.group_size
@@ -345,6 +358,8 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "reward_wrong": ("objective", "reward_wrong", "Rw: reward of a verifier score of 0 (may be < 0)"),
     "batch_renorm": ("objective", "batch_renorm", "re-normalise advantages over the whole batch"),
     "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator"),
+    "logprob_temperature": ("objective", "logprob_temperature",
+                            "training log-probs at the rollout temperature τ (logits / τ) or at τ = 1"),
     "temperature": ("rollout", "temperature", "sampling temperature (paper 1.0; the schedule's τ_max)"),
     "top_p": ("rollout", "top_p", "nucleus sampling mass (1 = off)"),
     "max_new_tokens": ("rollout", "max_new_tokens", "completion length cap"),
@@ -381,6 +396,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "method": tuple(METHODS),
     "gamma_schedule": ("constant", "warmup", "curriculum", "switch"),
     "kl_estimator": KL_ESTIMATORS,
+    "logprob_temperature": LOGPROB_TEMPERATURES,
     "temperature_schedule": TEMPERATURE_SCHEDULES,
     "negative_reading": asymmetric.NEGATIVE_READINGS,
     "kl_direction": asymmetric.KL_DIRECTIONS,
