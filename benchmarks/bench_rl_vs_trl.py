@@ -61,7 +61,8 @@ def _catsim_run(model: Path, out: Path, args) -> dict:
            "--overwrite", "--quiet", "--steps", str(args.steps), "--prompts-per-step", str(args.prompts),
            "--group-size", str(args.group), "--max-new-tokens", str(args.max_new), "--temperature", "1",
            "--learning-rate", "1e-4", "--grad-clip", "1", "--clip-low", "0.2", "--clip-high", "0.2",
-           "--kl-coef", "0", "--weight-decay", "0.01", "--method", "grpo", "--seed", "0"]
+           "--kl-coef", "0", "--weight-decay", "0.01", "--method", "grpo", "--seed", "0",
+           "--save-every", str(args.steps)]  # TRL saves nothing; catsim saves its state once, at the end
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, env=_env(args, "catsim"))
     total = time.perf_counter() - t0
