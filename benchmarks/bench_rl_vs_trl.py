@@ -174,6 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="catsim model dir of the maze task (default: a warm-up made here)")
     parser.add_argument("--large", action="store_true", help="also the 0.5B-width, 2-layer model")
+    parser.add_argument("--skip-tiny", action="store_true", help="only the --large model")
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--group", type=int, default=8)
@@ -193,8 +194,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     args.work_dir = str(work)
     report = {}
-    model = Path(args.model) if args.model else _warm_up(work / "maze-sft", args, large=False)
-    report["tiny"] = _compare("tiny maze model", model, args, work)
+    if not args.skip_tiny:
+        model = Path(args.model) if args.model else _warm_up(work / "maze-sft", args, large=False)
+        report["tiny"] = _compare("tiny maze model", model, args, work)
     if args.large:
         report["large"] = _compare("0.5B-width model (2 layers)", _warm_up(work / "maze-large", args, True),
                                    args, work)
