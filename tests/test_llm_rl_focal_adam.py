@@ -50,6 +50,7 @@ def _train(params, model_cfg, gamma, mini_batch, grad_clip, groups=(1.0, 1.0)):
                       grad_clip=grad_clip, gamma=gamma)
     fns = rl_step.make_functions(model_cfg, cfg)
     adv, _, _ = rl_step.compute_advantages(SCORES, cfg, gamma, np.asarray(groups, np.float32))
+    params = jax.tree.map(jnp.copy, params)  # the update donates what it is given
     batch = _batch(fns, params, adv)
     state = fns.optimizer.init(params)
     norms = []

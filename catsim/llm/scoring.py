@@ -16,16 +16,67 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.llm.model.config import ModelConfig
-from catsim.llm.model.transformer import Params, forward
+from catsim.llm.model.transformer import Params, hidden_states, output_logits
 from catsim.objectives import losses
 
+# Largest logits slice formed at once, in float32 elements (128 MiB): positions are scored in
+# chunks of ⌊LOGIT_CHUNK_ELEMENTS / (B·V)⌋ so that B x T x V logits never exist (a 0.5B-shape
+# vocabulary of 151,936 at B = 1 scores 220 positions per chunk; the maze model's whole batch at once).
+LOGIT_CHUNK_ELEMENTS = 1 << 25
 
-def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, activation_sharding=None):
-    """(log π(token_t+1 | ≤ t), entropy at t), both B x (T−1), float32, at temperature 1."""
-    logits_BxTxV = forward(params, model_cfg, tokens_BxT, mask_BxT=real_BxT,
-                           activation_sharding=activation_sharding)[:, :-1].astype(jnp.float32)
-    logp = losses.action_log_probs(logits_BxTxV, tokens_BxT[:, 1:])
-    return logp, losses.entropy(logits_BxTxV)
+
+def chunk_positions(batch: int, positions: int, vocab: int, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
+    """Positions per logits chunk: as many as fit `budget` float32 elements (at least 1)."""
+    return int(min(positions, max(1, budget // max(batch * vocab, 1))))
+
+
+def over_logit_chunks(params: Params, model_cfg: ModelConfig, h_BxTxD, per_chunk, xs_BxT=(),
+                      chunk: int | None = None):
+    """`per_chunk(logits_BxCxV, *xs_BxC)` (a pytree of B x C arrays) over chunks of C positions of
+    the final hidden states, stitched back to B x T.
+
+    Each chunk's float32 logits are formed from `h_BxTxD` and the output projection, used and
+    dropped; under `jax.checkpoint` the backward pass forms them again chunk by chunk, so at most
+    one chunk of logits is alive in the forward and backward passes. chunk: positions per chunk
+    (default `chunk_positions`); one chunk is a plain call.
+    """
+    b, t, _ = h_BxTxD.shape
+    c = chunk or chunk_positions(b, t, model_cfg.vocab_size)
+    if c >= t:
+        return per_chunk(output_logits(params, model_cfg, h_BxTxD), *xs_BxT)
+    n = -(-t // c)
+
+    def split(a):  # B x T x ... -> n x B x C x ... (the last chunk zero-padded)
+        a = jnp.pad(a, [(0, 0), (0, n * c - t)] + [(0, 0)] * (a.ndim - 2))
+        return jnp.moveaxis(a.reshape(b, n, c, *a.shape[2:]), 1, 0)
+
+    @jax.checkpoint
+    def one(args):
+        h_BxCxD, xs = args
+        return per_chunk(output_logits(params, model_cfg, h_BxCxD), *xs)
+
+    out = jax.lax.map(one, (split(h_BxTxD), tuple(split(x) for x in xs_BxT)))
+    return jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1).reshape(b, n * c, *a.shape[3:])[:, :t], out)
+
+
+def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, activation_sharding=None, *,
+                temperature=1.0, entropy: bool = True, chunk: int | None = None):
+    """(log π_τ(token_t+1 | ≤ t), entropy of π_τ at t or None), both B x (T−1), float32.
+
+    π_τ = softmax(logits / τ): `temperature` τ (a traced scalar is fine) is the one the rollouts
+    were sampled at when the importance ratio must describe that distribution (verl divides the
+    logits the same way); τ = 1 is the model itself. entropy: False skips it. Logits are formed
+    in chunks of positions (`over_logit_chunks`, `chunk`), never for the whole batch at once.
+    """
+    h_BxTxD = hidden_states(params, model_cfg, tokens_BxT, mask_BxT=real_BxT,
+                            activation_sharding=activation_sharding)[:, :-1]
+
+    def per_chunk(logits_BxCxV, targets_BxC):
+        logits_BxCxV = logits_BxCxV / temperature
+        logp = losses.action_log_probs(logits_BxCxV, targets_BxC)
+        return (logp, losses.entropy(logits_BxCxV)) if entropy else (logp, None)
+
+    return over_logit_chunks(params, model_cfg, h_BxTxD, per_chunk, (tokens_BxT[:, 1:],), chunk)
 
 
 @functools.lru_cache(maxsize=8)
@@ -34,7 +85,7 @@ def logp_fn(model_cfg: ModelConfig):
 
     @jax.jit
     def fn(params, tokens, real):
-        return token_logps(params, model_cfg, tokens, real)[0]
+        return token_logps(params, model_cfg, tokens, real, entropy=False)[0]
 
     return fn
 

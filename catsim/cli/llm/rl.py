@@ -145,6 +145,9 @@ def register(subparsers) -> None:
     parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done (state saved; rerun to resume)")
     parser.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    from catsim.tracking import add_log_to_argument
+
+    add_log_to_argument(parser)
     add_rl_options(parser)
     parser.set_defaults(func=run)
 
@@ -172,7 +175,8 @@ def run(args) -> int:
     mesh = make_mesh_from_arg(args.mesh)
     result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
-                    chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat)
+                    chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat,
+                    log_to=args.log_to)
     state = "finished" if result.finished else "stopped"
     from catsim.llm.model.sharding import is_primary
 

@@ -36,6 +36,7 @@ implementation `cfg.attention`.
 
 Entry points:
     forward(params, cfg, tokens_BxT, positions_BxT=None, mask_BxT=None) -> logits_BxTxV
+    hidden_states(same arguments) -> h_BxTxD; output_logits(params, cfg, h_BxTxD) -> logits_BxTxV
 (all three are jitted with the config static; calling them inside another jit simply inlines them)
     init_cache(cfg, batch, max_len) -> KVCache
     forward_cached(params, cfg, tokens_BxT, positions_BxT, mask_BxT, cache) -> (logits, cache)
@@ -155,7 +156,9 @@ def apply_rope(x_BxTxNxE: jax.Array, cos_BxTxE: jax.Array, sin_BxTxE: jax.Array)
 
 
 def _linear(x: jax.Array, w: jax.Array, b: jax.Array | None) -> jax.Array:
-    y = x @ w
+    # as one 2-D matmul over all positions: XLA's CPU backend emits the weight gradient of a
+    # B x T x D @ D x F product several times slower than that of (B·T) x D @ D x F
+    y = (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
     return y if b is None else y + b
 
 
@@ -191,12 +194,7 @@ def _embed(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array) -> jax.Array
 
 
 def _logits(params: Params, cfg: ModelConfig, x_BxTxD: jax.Array) -> jax.Array:
-    h_BxTxD = rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
-    if cfg.tie_word_embeddings:
-        return jnp.einsum("btd,vd->btv", h_BxTxD, params["embed"].astype(cfg.dtype),
-                          preferred_element_type=jnp.float32)
-    return jnp.einsum("btd,dv->btv", h_BxTxD, params["unembed"].astype(cfg.dtype),
-                      preferred_element_type=jnp.float32)
+    return output_logits(params, cfg, rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps))
 
 
 def _check_tokens(tokens_BxT: jax.Array) -> None:
@@ -213,7 +211,29 @@ def default_positions(mask_BxT: jax.Array) -> jax.Array:
 def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
             positions_BxT: jax.Array | None = None, mask_BxT: jax.Array | None = None,
             *, activation_sharding: Any = None) -> jax.Array:
-    """Causal language-model logits, float32 B x T x V.
+    """Causal language-model logits, float32 B x T x V: `output_logits` of `hidden_states` (same
+    arguments)."""
+    h_BxTxD = hidden_states(params, cfg, tokens_BxT, positions_BxT, mask_BxT,
+                            activation_sharding=activation_sharding)
+    return output_logits(params, cfg, h_BxTxD)
+
+
+def output_logits(params: Params, cfg: ModelConfig, h_BxTxD: jax.Array) -> jax.Array:
+    """Float32 logits B x T x V of final hidden states (`hidden_states`): the output projection
+    (the tied embedding, or `unembed`). Callers that must not hold B x T x V at once apply it to
+    slices of the positions (`catsim.llm.scoring`)."""
+    if cfg.tie_word_embeddings:  # weights cast to the compute dtype (float32 masters under bf16)
+        return jnp.einsum("btd,vd->btv", h_BxTxD, params["embed"].astype(cfg.dtype),
+                          preferred_element_type=jnp.float32)
+    return jnp.einsum("btd,dv->btv", h_BxTxD, params["unembed"].astype(cfg.dtype),
+                      preferred_element_type=jnp.float32)
+
+
+def hidden_states(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
+                  positions_BxT: jax.Array | None = None, mask_BxT: jax.Array | None = None,
+                  *, activation_sharding: Any = None) -> jax.Array:
+    """Final hidden states B x T x D (after the final RMSNorm, dtype cfg.dtype), before the output
+    projection.
 
     tokens_BxT: int token ids. mask_BxT: 1 for real tokens, 0 for padding (padding may sit
     anywhere, e.g. on the left of prompts); padded keys are never attended to and logits at padded
@@ -243,7 +263,7 @@ def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
         block = jax.checkpoint(block)
     x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
     x_BxTxD, _ = jax.lax.scan(block, x_BxTxD, params["layers"])
-    return _logits(params, cfg, x_BxTxD)
+    return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
 
 
 class KVCache(NamedTuple):

@@ -49,8 +49,8 @@ def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, 
     conf = None
     if cfg.use("confidence"):
         parts = []
-        for s0 in range(0, resp.shape[0], cfg.mini_batch):
-            chunk = put({k: batch[k][s0:s0 + cfg.mini_batch] for k in ("tokens", "real")})
+        for s0 in range(0, resp.shape[0], cfg.micro_batch):  # micro-batched like the gradient pass
+            chunk = put({k: batch[k][s0:s0 + cfg.micro_batch] for k in ("tokens", "real")})
             parts.append(to_host(fns.confidence(params, chunk["tokens"], chunk["real"])))
         conf = np.concatenate(parts)
     if cfg.use("mixed"):

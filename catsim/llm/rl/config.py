@@ -47,6 +47,7 @@ METHODS = {
     "asym-grpo": Method("grpo", 0.2, 0.2, "grpo", "token_mean", False, asymmetric=True),
 }
 TEMPERATURE_SCHEDULES = ("constant", "cosine", "stepwise")
+LOGPROB_TEMPERATURES = ("sampling", "one")
 KL_ESTIMATORS = ("k1", "k3")
 # loss aggregation over a batch's response tokens (catsim.objectives.losses): the token mean (DAPO,
 # the paper's App. B), the mean of per-sequence token means (original GRPO), Dr.GRPO's constant
@@ -84,9 +85,15 @@ class ObjectiveConfig:
     overlong_buffer: float = 0.2  # its ramp, as a share of max_new_tokens (DAPO: 4,096 of 20,480)
     overlong_penalty: float = 1.0  # its reward penalty at max_new_tokens (DAPO: 1)
     overlong_filter: bool = False  # truncated completions carry no loss (DAPO's overlong filtering)
+    # training log-probs from logits / τ at the rollout temperature τ ("sampling", as verl does, so
+    # the importance ratio describes the distribution sampled from) or from the raw logits ("one")
+    logprob_temperature: str = "sampling"
 
     def __post_init__(self) -> None:
         _count("max_sampling_rounds", self.max_sampling_rounds, 1)
+        if self.logprob_temperature not in LOGPROB_TEMPERATURES:
+            raise CatsimError(f"logprob_temperature must be one of {', '.join(LOGPROB_TEMPERATURES)}, "
+                              f"got {self.logprob_temperature!r}")
         for name in ("kl_coef", "entropy_coef", "adv_eps", "overlong_penalty"):
             v.check_nonnegative(name, getattr(self, name))
         v.check_in_closed("overlong_buffer", self.overlong_buffer, 0.0, 1.0)
@@ -326,6 +333,12 @@ class RLConfig:
         return float(fn(step, self.run.steps, tau_max=r.temperature, tau_min=r.temperature_min,
                         fraction=r.temperature_fraction))
 
+    def logprob_temperature(self, step: int) -> float:
+        """τ of the training log-probs at RL step `step`: the rollout temperature (1 for greedy
+        rollouts, τ = 0), or 1 with logprob_temperature "one"."""
+        tau = self.rollout_temperature(step)
+        return tau if self.objective.logprob_temperature == "sampling" and tau > 0 else 1.0
+
     @property
     def group_size(self) -> int:
         return self.rollout.group_size
@@ -429,6 +442,8 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "overlong_penalty": ("objective", "overlong_penalty", "overlong punishment at --max-new-tokens (DAPO 1)"),
     "overlong_filter": ("objective", "overlong_filter",
                         "DAPO overlong filtering: completions that hit --max-new-tokens carry no loss"),
+    "logprob_temperature": ("objective", "logprob_temperature",
+                            "training log-probs at the rollout temperature τ (logits / τ) or at τ = 1"),
     "temperature": ("rollout", "temperature", "sampling temperature (paper 1.0; the schedule's τ_max)"),
     "top_p": ("rollout", "top_p", "nucleus sampling mass (1 = off)"),
     "max_new_tokens": ("rollout", "max_new_tokens", "completion length cap"),
@@ -471,6 +486,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "aggregation": AGGREGATIONS,
     "asym_advantage": ASYM_ADVANTAGES,
     "kl_estimator": KL_ESTIMATORS,
+    "logprob_temperature": LOGPROB_TEMPERATURES,
     "temperature_schedule": TEMPERATURE_SCHEDULES,
     "negative_reading": asymmetric.NEGATIVE_READINGS,
     "kl_direction": asymmetric.KL_DIRECTIONS,

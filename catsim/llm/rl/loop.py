@@ -8,9 +8,13 @@ uninterrupted one exactly:
    (step key, prompt index, sample index)) and score them with the task's verifier; DAPO's dynamic
    sampling draws further prompt batches until enough groups are active;
 2. score: group success rates μ̂ (once), advantages (DAPO: of the overlong-shaped rewards) × the
-   focal weight (1 − μ̂)^γ, DAPO's overlong filtering if on, behaviour- and
-   reference-policy token log-probs (`catsim.llm.scoring`), the asym-GRPO components if on;
-3. update: `ppo_epochs` passes of mini-batch optimizer updates (`step.make_functions`);
+   focal weight (1 − μ̂)^γ, DAPO's overlong filtering if on; the batch is cut to the longest
+   completion rounded up to one of a few widths (`step.completion_widths`); behaviour-policy token
+   log-probs only when the policy moves before the last update (more than one update per step) or
+   asym-GRPO reads them, reference log-probs only when kl_coef > 0 (`catsim.llm.scoring`, at the
+   rollout temperature by default), the asym-GRPO components if on;
+3. update: `ppo_epochs` passes of mini-batch optimizer updates (`step.make_functions`; with one
+   update per step the behaviour log-probs come out of the update's own forward pass);
 4. record: one `rl_log.jsonl` line (`STEP_METRICS`), safeguard warnings, state saves, snapshots.
 
 Files in the output directory:
@@ -31,7 +35,6 @@ process.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from dataclasses import dataclass
@@ -51,6 +54,7 @@ from catsim.llm.rl.config import RLConfig
 from catsim.llm.rl.step import (
     Functions,
     build_batch,
+    completion_width,
     compute_advantages,
     filter_overlong,
     lr_at,
@@ -58,6 +62,7 @@ from catsim.llm.rl.step import (
     select_active_groups,
     step_prompt_indices,
     success_rates,
+    trim_completions,
     truncated_rows,
 )
 from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
@@ -78,7 +83,7 @@ STEP_METRICS = {
     "entropy": "token-mean policy entropy (nats) over response tokens",
     "clip_low_frac": "token share clipped at 1 − ε_low with A < 0 (PPO/DAPO); IS weight below 1 − ε_low (CISPO)",
     "clip_high_frac": "token share clipped at 1 + ε_high with A > 0 (PPO/DAPO); IS weight above 1 + ε_high (CISPO)",
-    "kl": "token-mean k3 estimate of KL(π‖π_ref) (null without a reference)",
+    "kl": "token-mean k3 estimate of KL(π‖π_ref) (null when kl_coef = 0: no reference is kept)",
     "truncated_frac": "share of the kept groups' rollouts that hit max_new_tokens without a stop token",
     "response_length": "mean generated tokens per rollout (stop token included)",
     "grad_norm": "mean pre-clip global gradient norm over the step's updates",
@@ -170,30 +175,41 @@ def collect(tr: Trainer, params, step: int, sampling: SamplingConfig) -> Collect
 
 
 def needs_reference(cfg: RLConfig) -> bool:
-    """Whether steps evaluate the frozen base model: always today, for the logged `kl` metric."""
-    return True
+    """Whether steps evaluate the frozen base model: only for a KL penalty (kl_coef > 0)."""
+    return cfg.objective.kl_coef > 0
 
 
-def score(tr: Trainer, params, ref_params, batch: dict) -> dict:
-    """Behaviour-policy (and reference) token log-probs of the batch, one mini-batch at a time."""
+def needs_old_logp(cfg: RLConfig) -> bool:
+    """Whether the behaviour log-probs need a pass of their own: when the policy moves before the
+    last update (several updates per step) or asym-GRPO reads them. With one update
+    the update's forward pass at the sampling parameters gives them exactly."""
+    return cfg.updates_per_step > 1 or cfg.any_asym  # asym-GRPO ranks rollouts by log π̄
+
+
+def score(tr: Trainer, params, ref_params, batch: dict, temperature: float = 1.0) -> dict:
+    """Behaviour-policy (if `needs_old_logp`) and reference (if `ref_params`) token log-probs of the
+    batch at log-prob temperature τ, one micro-batch at a time."""
     old, ref = [], []
-    for s0 in range(0, batch["tokens"].shape[0], tr.cfg.mini_batch):
-        chunk = tr.put({k: batch[k][s0:s0 + tr.cfg.mini_batch] for k in ("tokens", "real")})
-        old.append(to_host(tr.fns.logp(params, chunk["tokens"], chunk["real"])[0]))
+    want_old, tau = needs_old_logp(tr.cfg), np.float32(temperature)
+    for s0 in range(0, batch["tokens"].shape[0], tr.cfg.micro_batch):
+        chunk = tr.put({k: batch[k][s0:s0 + tr.cfg.micro_batch] for k in ("tokens", "real")})
+        if want_old:
+            old.append(to_host(tr.fns.logp(params, chunk["tokens"], chunk["real"], tau)[0]))
         if ref_params is not None:
-            ref.append(to_host(tr.fns.logp(ref_params, chunk["tokens"], chunk["real"])[0]))
-    batch = {**batch, "old_logp": np.concatenate(old)}
+            ref.append(to_host(tr.fns.logp(ref_params, chunk["tokens"], chunk["real"], tau)[0]))
+    batch = {**batch, "old_logp": np.concatenate(old)} if old else batch
     return {**batch, "ref_logp": np.concatenate(ref)} if ref else batch
 
 
-def update(tr: Trainer, params, opt_state, batch: dict):
-    """`ppo_epochs` passes of mini-batch updates; returns (params, opt_state, mean metrics)."""
+def update(tr: Trainer, params, opt_state, batch: dict, temperature: float = 1.0):
+    """`ppo_epochs` passes of mini-batch updates at log-prob temperature τ; returns (params,
+    opt_state, mean metrics). The params and opt_state passed in are consumed (donated)."""
     sums: dict[str, float] = {}
-    updates, mb = 0, tr.cfg.mini_batch
+    updates, mb, tau = 0, tr.cfg.mini_batch, np.float32(temperature)
     for _ in range(tr.cfg.optimizer.ppo_epochs):
         for s0 in range(0, batch["tokens"].shape[0], mb):
             mini = tr.put({k: v[s0:s0 + mb] for k, v in batch.items()})
-            params, opt_state, m = tr.fns.update(params, opt_state, mini)
+            params, opt_state, m = tr.fns.update(params, opt_state, mini, tau)
             for k, v in to_host(m).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             updates += 1
@@ -256,13 +272,14 @@ def heldout_accuracy(tr: Trainer, params, sampling: SamplingConfig, step: int) -
 def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spec: dict | None = None,
            task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool = True,
            chat_template: bool = False, label: str = "rl", dtype: str | None = None,
-           remat: bool = False) -> RLResult:
+           remat: bool = False, log_to: tuple[str, ...] = ()) -> RLResult:
     """Train (or resume) an RL run from the Hugging Face model dir `base_dir` into `out_dir`.
 
     task_spec: {"task": name, "config": {...}}; default: the base dir's catsim_task.json.
     task: a task object (any `catsim.llm.tasks.base.Task`) used instead of the spec's task.
     mesh: optional Mesh for data/FSDP sharding. stop_after: stop once this many steps are done
-    (state saved, no final model). The base model is the frozen KL reference.
+    (state saved, no final model). The base model is the frozen KL reference (kept only when
+    kl_coef > 0).
     dtype: compute dtype ("float32" or "bfloat16"; None keeps the checkpoint's); parameters and
     optimiser state are float32 whatever it is (mixed precision). remat: recompute
     block activations in the backward pass (memory for long responses on GPU).
@@ -276,7 +293,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         from catsim.llm.model.sharding import place_on_mesh
 
         opt_state = place_on_mesh(opt_state, mesh)
-    ref_params = params if needs_reference(cfg) else None
+    # a copy: the update donates (consumes) the parameters it is given
+    ref_params = jax.tree.map(jnp.copy, params) if needs_reference(cfg) else None
     settings = {k: v for k, v in cfg.flat().items()
                 if k not in ("steps", "save_every", "snapshot_every", "heldout_every", "heldout_prompts")}
     fp = rundir.fingerprint({"rl": settings, "base": str(Path(base_dir).resolve()), "task": spec})
@@ -293,41 +311,55 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
         bar = tqdm(total=cfg.steps, initial=start, desc=label, file=sys.stderr,
                    disable=not (progress and run.primary), dynamic_ncols=True)
-        with bar, run.open_log() as log:
-            for step in range(start, end):
-                t0 = time.perf_counter()
-                temperature = cfg.rollout_temperature(step)
-                if temperature != sampling.temperature:  # a new static config: generate recompiles
-                    sampling = dataclasses.replace(sampling, temperature=temperature)
-                c = collect(tr, params, step, sampling)
-                gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
-                lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
-                adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
-                batch = filter_overlong(build_batch(c.groups, adv, c.group_mask), c.groups, cfg)
-                batch = score(tr, params, ref_params, batch)
-                asym_stats = {}
-                if cfg.any_asym:
-                    batch, asym_stats = asymmetric_batch(batch, c.groups, adv, c.group_mask, cfg, tr.fns, params, tr.put,
-                                             focal_P=g)
-                params, opt_state, means = update(tr, params, opt_state, batch)
-                record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
-                record.update(asym_stats)
-                if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
-                    record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
-                history.append(record)
-                record["warnings"] = list(safeguards.step_warnings(history, cfg))
-                for message in record["warnings"] if run.primary else []:
-                    tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
-                log.write(json.dumps(record) + "\n")
-                log.flush()
-                if (step + 1) % cfg.run.save_every == 0 or step + 1 == end:
-                    run.save_state((params, opt_state), step + 1)
-                if cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0:
-                    run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
-                bar.update(1)
-                bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
-                                pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
-                                len=f"{record['response_length']:.1f}")
+        log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}")
+        saved = logged = moved = start  # the step of the last state save / log record / `params`
+        try:
+            with bar, log:
+                for step in range(start, end):
+                    t0 = time.perf_counter()
+                    temperature = cfg.rollout_temperature(step)
+                    if temperature != sampling.temperature:  # a new static config: generate recompiles
+                        sampling = dataclasses.replace(sampling, temperature=temperature)
+                    c = collect(tr, params, step, sampling)
+                    gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
+                    lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
+                    adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
+                    tau = cfg.logprob_temperature(step)
+                    groups = trim_completions(c.groups, completion_width(c.groups, cfg.rollout.max_new_tokens))
+                    batch = filter_overlong(build_batch(groups, adv, c.group_mask), groups, cfg)
+                    batch = score(tr, params, ref_params, batch, tau)
+                    asym_stats = {}
+                    if cfg.any_asym:
+                        batch, asym_stats = asymmetric_batch(batch, groups, adv, c.group_mask, cfg, tr.fns, params,
+                                                             tr.put, focal_P=g)
+                    params, opt_state, means = update(tr, params, opt_state, batch, tau)
+                    moved = step + 1
+                    record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
+                    record.update(asym_stats)
+                    if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
+                        record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
+                    history.append(record)
+                    record["warnings"] = list(safeguards.step_warnings(history, cfg))
+                    for message in record["warnings"] if run.primary else []:
+                        tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
+                    log.write(record)
+                    logged = step + 1
+                    if (step + 1) % cfg.run.save_every == 0 or step + 1 == end:
+                        run.save_state((params, opt_state), step + 1)
+                        saved = step + 1
+                    if cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0:
+                        run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
+                    bar.update(1)
+                    bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
+                                    pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
+                                    len=f"{record['response_length']:.1f}")
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI): keep the steps done, rerun to resume
+            if logged > saved and moved == logged:  # `params` are those of the last logged step
+                try:
+                    run.save_state((params, opt_state), logged)
+                except RuntimeError:  # interrupted inside an update whose inputs were donated:
+                    pass  # the last periodic save stands
+            raise
         if end == cfg.steps:
             run.save_model("model", tr.model_cfg, params, tr.tokenizer, extra={rundir.TASK_FILE: spec})
     barrier(f"catsim-rl-end-{fp}-{end}")

@@ -19,10 +19,10 @@ import optax
 
 from catsim.errors import CatsimError
 from catsim.llm.model.config import ModelConfig
-from catsim.llm.model.transformer import forward
+from catsim.llm.model.transformer import hidden_states
 from catsim.llm.rl.config import Method, RLConfig, RunConfig
 from catsim.llm.rollout import Groups
-from catsim.llm.scoring import token_logps
+from catsim.llm.scoring import over_logit_chunks, token_logps
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives import rewards as rewards_lib
@@ -119,6 +119,31 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
 
 
 # ----------------------------------------------------------------------------- the batch
+def completion_widths(max_new_tokens: int, smallest: int = 8) -> tuple[int, ...]:
+    """The completion widths a training batch is padded to: powers of two from `smallest` below
+    `max_new_tokens`, then `max_new_tokens` itself (one compiled update per width)."""
+    widths, w = [], smallest
+    while w < max_new_tokens:
+        widths.append(w)
+        w *= 2
+    return (*widths, max_new_tokens)
+
+
+def completion_width(groups: Groups, max_new_tokens: int) -> int:
+    """The smallest of `completion_widths` that holds the batch's longest completion."""
+    longest = int(groups.mask.sum(axis=1).max()) if groups.mask.size else 0
+    return next(w for w in completion_widths(max_new_tokens) if w >= longest)
+
+
+def trim_completions(groups: Groups, width: int) -> Groups:
+    """The groups with completion arrays cut to `width` columns. Only padding is cut (`width` ≥
+    every completion's length); the model being causal and the padding masked, every real
+    position's log-prob, and so the loss and its gradient, are unchanged."""
+    if width < int(groups.mask.sum(axis=1).max(initial=0)):
+        raise CatsimError(f"completion width {width} would cut real tokens")
+    return dataclasses.replace(groups, tokens=groups.tokens[:, :width], mask=groups.mask[:, :width])
+
+
 def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -> dict[str, np.ndarray]:
     """Training arrays (rows prompt-major): tokens/real B x T, and B x (T−1) loss_mask and adv aligned
     with the predicted tokens (prompt width W: response token j sits at target index W−1+j)."""
@@ -210,11 +235,12 @@ def lr_at(cfg: RLConfig, step: int) -> float:
 
 # ----------------------------------------------------------------------------- jitted functions
 class Functions(NamedTuple):
-    """The jitted pieces of an RL step (see `make_functions`)."""
+    """The jitted pieces of an RL step (see `make_functions`). τ is the log-prob temperature
+    (`RLConfig.logprob_temperature`), a float32 scalar argument (changing it does not recompile)."""
 
-    logp: Any  # (params, tokens_BxT, real_BxT) -> (logp, entropy), B x (T−1)
-    update: Any  # (params, opt_state, batch) -> (params, opt_state, metrics)
-    grads: Any  # (params, batch) -> (grads, metrics): the mini-batch gradient, micro-batched or not
+    logp: Any  # (params, tokens_BxT, real_BxT, τ) -> (logp B x (T−1), None)
+    update: Any  # (params, opt_state, batch, τ) -> (params, opt_state, metrics); DONATES params, opt_state
+    grads: Any  # (params, batch, τ) -> (grads, metrics): the mini-batch gradient, micro-batched or not
     optimizer: Any  # the optax transformation `update` applies
     confidence: Any = None  # (params, tokens_BxT, real_BxT) -> B x (T−1) confidence weights
 
@@ -223,9 +249,15 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     """Jitted step functions, cached per (model, loss-relevant settings, sharding) so
     runs in one process (resume, sweeps, tests) compile once.
 
-    logp_fn(params, tokens_BxT, real_BxT) -> (logp, entropy)  B x (T−1)
-    update_fn(params, opt_state, batch) -> (params, opt_state, metrics); batch holds tokens, real,
-    loss_mask, adv, old_logp and (optionally) ref_logp.
+    logp_fn(params, tokens_BxT, real_BxT, τ=1) -> (logp B x (T−1), None)
+    update_fn(params, opt_state, batch, τ=1) -> (params, opt_state, metrics); batch holds tokens,
+    real, loss_mask, adv and, optionally, old_logp (without it the behaviour policy is the current
+    one: exact when the parameters have not moved since sampling, and one forward pass fewer) and
+    ref_logp. The parameters and optimiser state passed to update_fn are donated (their buffers are
+    reused for the result): callers keep only what it returns.
+
+    Log-probs and entropies are scored in chunks of positions (`catsim.llm.scoring`): no B x T x V
+    logits exist; the entropy carries no gradient when its coefficient is 0 (it is still logged).
     """
     # settings that only steer the host loop (γ enters through the advantages) share one compilation;
     # so do group sizes with the same rollouts per step (the compiled code sees rows, not groups)
@@ -235,6 +267,7 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
                                     batch_size=0),
         optimizer=dataclasses.replace(cfg.optimizer, mini_batch_prompts=0, mini_batch_size=cfg.mini_batch),
         objective=dataclasses.replace(cfg.objective, max_sampling_rounds=1, adv_std="population",
+                                      logprob_temperature="sampling",
                                       dynamic_sampling=cfg.method_spec().dynamic_sampling))
     return _make_functions(model_cfg, neutral, activation_sharding)
 
@@ -245,19 +278,25 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
     spec = cfg.method_spec()
 
     @jax.jit
-    def logp_fn(params, tokens, real):
-        return token_logps(params, model_cfg, tokens, real, activation_sharding)
+    def logp_fn(params, tokens, real, temperature=1.0):
+        return token_logps(params, model_cfg, tokens, real, activation_sharding, temperature=temperature,
+                           entropy=False)
 
-    def loss_fn(params, batch):
-        logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding)
-        return policy_loss(logp, batch["old_logp"], batch["adv"], batch["loss_mask"], spec, cfg,
+    def loss_fn(params, batch, temperature):
+        logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
+                                temperature=temperature)
+        if cfg.objective.entropy_coef == 0:
+            ent = jax.lax.stop_gradient(ent)  # logged only: no backward pass through it
+        # no old_logp: the batch was sampled from these very parameters (one update per step)
+        old = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
+        return policy_loss(logp, old, batch["adv"], batch["loss_mask"], spec, cfg,
                            entropy=ent, ref_logp=batch.get("ref_logp"))
 
     n_micro = cfg.mini_batch // cfg.micro_batch if cfg.optimizer.micro_batch_size else 1
 
-    def grads_and_metrics(params, batch):
+    def grads_and_metrics(params, batch, temperature=1.0):
         if n_micro == 1:
-            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch)
+            (_, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, batch, temperature)
             return grads, metrics
         # gradient accumulation: each micro-batch's loss is re-weighted so the sum is exactly the
         # mini-batch loss (token counts for token-mean, sequences with tokens for the sequence
@@ -274,7 +313,7 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
             loss_w = jnp.full((n_micro,), 1.0 / n_micro)
 
         def weighted(params, mb, lw, tw):
-            loss, metrics = loss_fn(params, mb)
+            loss, metrics = loss_fn(params, mb, temperature)
             return loss * lw, jax.tree.map(lambda m: m * tw, metrics)
 
         def body(acc, xs):
@@ -289,17 +328,17 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
         (grads, metrics), _ = jax.lax.scan(body, zeros, (micro, loss_w, token_w))
         return grads, metrics
 
-    @jax.jit
-    def update_fn(params, opt_state, batch):
-        grads, metrics = grads_and_metrics(params, batch)
+    @functools.partial(jax.jit, donate_argnums=(0, 1))
+    def update_fn(params, opt_state, batch, temperature=1.0):
+        grads, metrics = grads_and_metrics(params, batch, temperature)
         metrics["grad_norm"] = optax.tree.norm(grads)
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, metrics
 
     @jax.jit
-    def confidence_fn(params, tokens, real):  # asym-GRPO §2.1, from the full next-token logits
-        logits = forward(params, model_cfg, tokens, mask_BxT=real,
-                         activation_sharding=activation_sharding)[:, :-1].astype(jnp.float32)
-        return asymmetric.confidence_weight(logits, baseline=cfg.asym.baseline, kl_direction=cfg.asym.kl_direction)
+    def confidence_fn(params, tokens, real):  # asym-GRPO §2.1, from the next-token logits, by chunks
+        h = hidden_states(params, model_cfg, tokens, mask_BxT=real, activation_sharding=activation_sharding)
+        return over_logit_chunks(params, model_cfg, h[:, :-1], functools.partial(
+            asymmetric.confidence_weight, baseline=cfg.asym.baseline, kl_direction=cfg.asym.kl_direction))
 
     return Functions(logp_fn, update_fn, jax.jit(grads_and_metrics), optimizer, confidence_fn)
