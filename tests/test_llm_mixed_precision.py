@@ -39,7 +39,8 @@ def _step(model_cfg, params, rl, batch):
     batch = dict(batch, old_logp=old_logp)
     opt_state = fns.optimizer.init(params)
     grads, _ = fns.grads(params, batch)
-    new_params, opt_state, _ = fns.update(params, opt_state, batch)
+    # the update donates its parameters and optimizer state: give it copies, the caller keeps `params`
+    new_params, opt_state, _ = fns.update(jax.tree.map(jnp.copy, params), opt_state, batch)
     return grads, new_params, opt_state
 
 

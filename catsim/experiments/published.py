@@ -157,7 +157,7 @@ def mass_values(groups: int = SHARE_GROUPS) -> dict[str, float]:
     """The worked examples (first-order changes per η and exact changes at η = 0.01, both update
     rules) and the shares of the mass-step figure (`groups` groups per N, seed 0)."""
     from catsim.checks.mass_redistribution import worked_example
-    from catsim.plots.mass import sample_joint_changes
+    from catsim.experiments.theory import sample_joint_changes
 
     out = {}
     for rule in ("logprob", "paper"):
