@@ -3,6 +3,7 @@ batch alignment against a direct forward pass, dynamic-sampling selection, resum
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -171,12 +172,14 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path):
                    learning_rate=3e-2, gamma=0.5, score_truncated=True, kl_coef=0.01, entropy_coef=1e-3)
     full = rl.run_rl(tmp_path / "base", tmp_path / "full", cfg, task=task, progress=False)
     assert full.finished and full.steps_done == 3
-    part = rl.run_rl(tmp_path / "base", tmp_path / "part", cfg, task=task, progress=False, stop_after=1)
+    tb = ("tensorboard",) if importlib.util.find_spec("tensorboard") else ()
+    part = rl.run_rl(tmp_path / "base", tmp_path / "part", cfg, task=task, progress=False, stop_after=1,
+                     log_to=tb)
     assert not part.finished and part.steps_done == 1 and not (tmp_path / "part" / "model").exists()
     # a line of a step that never reached the saved state (as after a kill) is dropped on resume
     with (tmp_path / "part" / rl.LOG_FILE).open("a") as fh:
         fh.write(json.dumps({"step": 2, "reward": -1}) + "\n{\"cut")
-    resumed = rl.run_rl(tmp_path / "base", tmp_path / "part", cfg, task=task, progress=False)
+    resumed = rl.run_rl(tmp_path / "base", tmp_path / "part", cfg, task=task, progress=False, log_to=tb)
     assert resumed.finished and resumed.steps_done == 3
     for a, b in zip(_params_of(tmp_path / "full" / "model"), _params_of(tmp_path / "part" / "model")):
         np.testing.assert_array_equal(a, b)
@@ -186,6 +189,14 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path):
     for a, b in zip(log_full, log_part):
         assert {k: v for k, v in a.items() if k not in timing} == {k: v for k, v in b.items() if k not in timing}
     assert set(log_full[0]) == set(rl.STEP_METRICS)
+    if tb:  # the live curves equal the log: the cut step's line (reward −1) is gone from them too
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        from tensorboard.util import tensor_util
+
+        acc = EventAccumulator(str(tmp_path / "part" / "tensorboard"), size_guidance={"tensors": 0})
+        acc.Reload()
+        curve = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors("reward")]
+        assert curve == pytest.approx([(r["step"], r["reward"]) for r in log_part])
     assert any(r["active_fraction"] > 0 for r in log_full)  # the toy task mixes rewards
     for r in log_full:
         assert 0.0 <= r["active_pred_pooled"] <= 1.0 and r["gamma"] == 0.5
