@@ -79,7 +79,7 @@ def add_log_to_argument(parser: argparse.ArgumentParser) -> None:
         help="also send the step metrics to these sinks, comma-separated: tensorboard (event "
              "files in OUT/tensorboard/; pip install 'catsim[tensorboard]'), wandb (Weights & "
              "Biases offline run in OUT/wandb/, synced later with `wandb sync`; pip install "
-             "'catsim[wandb]'). Default: the JSONL log only. Example: --log-to tensorboard,wandb")
+             "'catsim[wandb]'). Example: --log-to tensorboard,wandb (default: the JSONL log only)")
 
 
 def jsonable(value: Any) -> Any:

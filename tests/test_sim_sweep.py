@@ -98,7 +98,7 @@ def test_cli_simulate_json(capsys):
 
 @pytest.mark.parametrize("argv,match", [
     (["--num-actions", "10", "--num-correct", "10"], "smaller than num_actions"),
-    (["--n", "0"], "group sizes must be >= 1"),
+    (["--n", "0"], "group sizes must lie in [1, 2^30]"),
     (["--lr", "-0.1"], "learning_rate must be > 0"),
     (["--gamma", "-1"], "values must be >= 0"),
 ])
