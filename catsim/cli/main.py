@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from catsim.errors import CatsimError
+from catsim.signals import Terminated, on_sigterm
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -57,15 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (a cluster's preemption signal), raised where the work is, so that the same
-    save-and-stop path as Ctrl-C runs (sft and rl save their state, sweeps keep finished cells)."""
-
-
-def _on_sigterm(signum, frame):
-    raise Terminated()
-
-
 def compile_cache_env(environ=os.environ) -> None:
     """Turn on JAX's persistent compilation cache for this process (before JAX is imported): in
     $JAX_COMPILATION_CACHE_DIR if set, else $XDG_CACHE_HOME/catsim/jax (~/.cache/catsim/jax), every
@@ -95,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     previous = None
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        previous = signal.signal(signal.SIGTERM, on_sigterm)  # a clean stop between steps
     try:
         return int(func(args) or 0)
     except CatsimError as err:

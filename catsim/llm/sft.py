@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from catsim import signals
 from catsim.errors import CatsimError
 from catsim.llm import rundir
 from catsim.llm.model.config import ModelConfig
@@ -349,29 +350,31 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
             record = None  # a finished step's record not yet in the log
             try:
                 for step in range(start, end):
-                    t0 = time.perf_counter()
-                    batch = make_batch(task, tokenizer, cfg, step)
-                    state, metrics = step_once(state, batch)
-                    metrics = {k: float(v) for k, v in metrics.items()}
-                    last_loss = metrics["loss"]
-                    record = {"step": step + 1, **metrics, "lr": float(schedule(step)),
-                              "seconds": round(time.perf_counter() - t0, 4)}
-                    log.write(record)
-                    record, logged = None, step + 1
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
-                    if (step + 1) % cfg.save_every == 0 or step + 1 == end:
-                        run.save_state(state, int(state.step))
+                    with signals.defer_termination():  # SIGTERM stops at the end of the step
+                        t0 = time.perf_counter()
+                        batch = make_batch(task, tokenizer, cfg, step)
+                        state, metrics = step_once(state, batch)
+                        metrics = {k: float(v) for k, v in metrics.items()}
+                        last_loss = metrics["loss"]
+                        record = {"step": step + 1, **metrics, "lr": float(schedule(step)),
+                                  "seconds": round(time.perf_counter() - t0, 4)}
+                        log.write(record)
+                        record, logged = None, step + 1
+                        bar.update(1)
+                        bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
+                        if (step + 1) % cfg.save_every == 0 or step + 1 == end:
+                            run.save_state(state, int(state.step))
+                    signals.check()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was done; rerun to resume
                 if record is not None:  # the step finished: its line goes in with its state
                     if log.last_step is None or record["step"] > log.last_step:
                         log.write(record)
                     logged = record["step"]
-                if int(state.step) == logged:  # log and state agree (else an update was cut short)
-                    try:
+                try:
+                    if int(state.step) == logged:  # log and state agree (else an update was cut short)
                         run.save_state(state, logged)
-                    except RuntimeError:  # interrupted inside a step whose input buffers were donated
-                        pass  # (GPU): the last periodic save stands
+                except RuntimeError:  # Ctrl-C inside a step whose input buffers were donated:
+                    pass  # the last periodic save stands
                 raise
     finally:
         bar.close()

@@ -45,6 +45,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from catsim import signals
 from catsim.errors import CatsimError
 from catsim.llm import rundir, safeguards
 from catsim.llm.metrics import active_fraction_prediction
@@ -316,48 +317,50 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         try:
             with bar, log:
                 for step in range(start, end):
-                    t0 = time.perf_counter()
-                    temperature = cfg.rollout_temperature(step)
-                    if temperature != sampling.temperature:  # a new static config: generate recompiles
-                        sampling = dataclasses.replace(sampling, temperature=temperature)
-                    c = collect(tr, params, step, sampling)
-                    gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
-                    lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
-                    adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
-                    tau = cfg.logprob_temperature(step)
-                    groups = trim_completions(c.groups, completion_width(c.groups, cfg.rollout.max_new_tokens))
-                    batch = filter_overlong(build_batch(groups, adv, c.group_mask), groups, cfg)
-                    batch = score(tr, params, ref_params, batch, tau)
-                    asym_stats = {}
-                    if cfg.any_asym:
-                        batch, asym_stats = asymmetric_batch(batch, groups, adv, c.group_mask, cfg, tr.fns, params,
-                                                             tr.put, focal_P=g)
-                    params, opt_state, means = update(tr, params, opt_state, batch, tau)
-                    moved = step + 1
-                    record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
-                    record.update(asym_stats)
-                    if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
-                        record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
-                    history.append(record)
-                    record["warnings"] = list(safeguards.step_warnings(history, cfg))
-                    for message in record["warnings"] if run.primary else []:
-                        tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
-                    log.write(record)
-                    logged = step + 1
-                    if (step + 1) % cfg.run.save_every == 0 or step + 1 == end:
-                        run.save_state((params, opt_state), step + 1)
-                        saved = step + 1
-                    if cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0:
-                        run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
-                    bar.update(1)
-                    bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
-                                    pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
-                                    len=f"{record['response_length']:.1f}")
+                    with signals.defer_termination():  # SIGTERM stops at the end of the step
+                        t0 = time.perf_counter()
+                        temperature = cfg.rollout_temperature(step)
+                        if temperature != sampling.temperature:  # a new static config: generate recompiles
+                            sampling = dataclasses.replace(sampling, temperature=temperature)
+                        c = collect(tr, params, step, sampling)
+                        gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
+                        lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
+                        adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
+                        tau = cfg.logprob_temperature(step)
+                        groups = trim_completions(c.groups, completion_width(c.groups, cfg.rollout.max_new_tokens))
+                        batch = filter_overlong(build_batch(groups, adv, c.group_mask), groups, cfg)
+                        batch = score(tr, params, ref_params, batch, tau)
+                        asym_stats = {}
+                        if cfg.any_asym:
+                            batch, asym_stats = asymmetric_batch(batch, groups, adv, c.group_mask, cfg, tr.fns, params,
+                                                                 tr.put, focal_P=g)
+                        params, opt_state, means = update(tr, params, opt_state, batch, tau)
+                        moved = step + 1
+                        record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
+                        record.update(asym_stats)
+                        if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
+                            record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
+                        history.append(record)
+                        record["warnings"] = list(safeguards.step_warnings(history, cfg))
+                        for message in record["warnings"] if run.primary else []:
+                            tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
+                        log.write(record)
+                        logged = step + 1
+                        if (step + 1) % cfg.run.save_every == 0 or step + 1 == end:
+                            run.save_state((params, opt_state), step + 1)
+                            saved = step + 1
+                        if cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0:
+                            run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
+                        bar.update(1)
+                        bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
+                                        pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
+                                        len=f"{record['response_length']:.1f}")
+                    signals.check()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI): keep the steps done, rerun to resume
             if logged > saved and moved == logged:  # `params` are those of the last logged step
                 try:
                     run.save_state((params, opt_state), logged)
-                except RuntimeError:  # interrupted inside an update whose inputs were donated:
+                except RuntimeError:  # Ctrl-C inside an update whose inputs were donated:
                     pass  # the last periodic save stands
             raise
         if end == cfg.steps:
