@@ -151,26 +151,25 @@ def recompose_keep(scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> 
     positive, ties to the higher log π̄; all-negative groups keep one leader per δ-cluster of the
     edit distance, leaders taken in (score, log π̄) order.
     """
-    threshold = cfg.components.positive_threshold
-
-    def one(s, lp, d):
-        return _by_logp(lambda s_, d_: asymmetric.recompose_group(s_ >= threshold, s_, d_, config=cfg.asym),
-                        lp, (s,), d)
-
-    keep = jax.vmap(one)(jnp.asarray(scores_PxN, jnp.float32), jnp.asarray(seq_logp_PxN, jnp.float32),
-                         jnp.asarray(distances_PxNxN, jnp.float32))
-    return np.asarray(keep, np.float32)
+    return _per_group(lambda pos, s, d: asymmetric.recompose_group(pos, s, d, config=cfg.asym),
+                      scores_PxN, seq_logp_PxN, distances_PxNxN, cfg)
 
 
 def mixed_weights(scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> np.ndarray:
     """[P, N] multipliers of `objectives.asymmetric.mixed_group_weights` per group: positives
     (score ≥ positive_threshold) ranked by score, then log π̄; a negative is near when its token edit
     distance to the nearest positive is < δ (`mixed_delta`)."""
+    return _per_group(lambda pos, s, d: asymmetric.mixed_group_weights(pos, d, s, config=cfg.asym),
+                      scores_PxN, seq_logp_PxN, distances_PxNxN, cfg)
+
+
+def _per_group(rule, scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> np.ndarray:
+    """[P, N] float32: `rule(is_positive_N, scores_N, distances_NxN)` of every group, its rollouts
+    ordered by log π̄ first (`_by_logp`), positives = score ≥ positive_threshold."""
     threshold = cfg.components.positive_threshold
 
     def one(s, lp, d):
-        return _by_logp(lambda s_, d_: asymmetric.mixed_group_weights(s_ >= threshold, d_, s_, config=cfg.asym),
-                        lp, (s,), d)
+        return _by_logp(lambda s_, d_: rule(s_ >= threshold, s_, d_), lp, (s,), d)
 
     out = jax.vmap(one)(jnp.asarray(scores_PxN, jnp.float32), jnp.asarray(seq_logp_PxN, jnp.float32),
                         jnp.asarray(distances_PxNxN, jnp.float32))
