@@ -27,6 +27,7 @@ def test_pipeline_quick_smoke(tmp_path, capsys):
     for name in ("report.md", "results.json", "passk_curves.png", "training_dynamics.png", "theory_overlay.png"):
         assert (out / name).stat().st_size > 0, name
     results = json.loads((out / "results.json").read_text())
+    assert {"jax_version", "cpu_model", "isa_flags", "git_commit"} <= set(results["provenance"])  # what produced the numbers
     runs = results["tasks"]["paths"]["runs"]
     assert set(runs) == {"grpo:2:s0", "f-grpo:2:s0"}
     for entry in runs.values():

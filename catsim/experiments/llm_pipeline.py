@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.experiments import provenance
 from catsim.experiments._io import write_text
 from catsim.experiments.llm_report import training_curves, write_report
 from catsim.llm import evaluate as ev
@@ -249,6 +250,7 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
         results["tasks"][setup.name] = task_res
         write_text(out / "results.json", json.dumps(results, indent=2, default=str) + "\n")
     results["seconds"] = time.perf_counter() - t0
+    results["provenance"] = provenance.collect()  # what produced these numbers (catsim reproduce reads it)
     write_text(out / "results.json", json.dumps(results, indent=2, default=str) + "\n")
     return write_report(results, out)
 
