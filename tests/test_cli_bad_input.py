@@ -47,3 +47,14 @@ def test_oserror_is_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli_main, "build_parser", lambda: parser)
     assert cli_main.main([]) == 2
     assert capsys.readouterr().err.strip() == f"catsim verify: error: No such file or directory: {missing}"
+
+
+def test_max_new_tokens_beyond_the_context_is_refused_before_sampling(tmp_path, capsys):
+    """`llm sample --max-new-tokens 100000000` used to allocate until out of memory."""
+    from llm_rl_helpers import make_base_model
+
+    make_base_model(tmp_path / "base")
+    assert main(["llm", "sample", "--model", str(tmp_path / "base"), "--prompt", "UD>", "--max-new-tokens",
+                 "100000000"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "exceeds the model's context" in err and "\n" not in err

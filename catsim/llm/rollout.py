@@ -295,8 +295,12 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
             raise CatsimError(f"prompt {text!r} encodes to no tokens")
         if max(ids) >= model_cfg.vocab_size:
             raise CatsimError(f"tokenizer id {max(ids)} is outside the model's vocabulary ({model_cfg.vocab_size})")
+    longest = max(len(e) for e in encoded)
+    if longest + sampling.max_new_tokens > model_cfg.max_position_embeddings:
+        raise CatsimError(f"a prompt of {longest} tokens plus max_new_tokens = {sampling.max_new_tokens} exceeds "
+                          f"the model's context of {model_cfg.max_position_embeddings} positions")
     if width is None:
-        width = -(-max(len(e) for e in encoded) // pad_multiple) * pad_multiple
+        width = -(-longest // pad_multiple) * pad_multiple
     rows = [(i, s) for i in range(len(prompts)) for s in range(n)]
     prompt_tokens, prompt_mask = left_pad([encoded[i] for i, _ in rows], length=width)
     prompt_ids = np.asarray([indices[i] for i, _ in rows], np.int32)
