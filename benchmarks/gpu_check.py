@@ -22,13 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-QWEN25_05B = {
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
-    "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
-    "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 32768,
-    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "tie_word_embeddings": True,
-    "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151643,
-}
+from plan_recipes import COMMON, QWEN25  # noqa: E402 - the published configs, written once (same folder)
+
+QWEN25_05B = {**COMMON, **QWEN25["Qwen2.5-0.5B"]}
 SMOKE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 512}
 
