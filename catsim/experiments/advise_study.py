@@ -31,6 +31,7 @@ import numpy as np
 from scipy import stats
 
 from catsim.errors import CatsimError
+from catsim.experiments._io import write_text
 from catsim.theory import planning
 
 
@@ -194,7 +195,7 @@ def run_study(out_dir: str | Path, config: StudyConfig | None = None, *, progres
     }
     pub = Path(figures_dir) if figures_dir is not None else out
     pub.mkdir(parents=True, exist_ok=True)
-    _write_json(pub / "results.json", results)
+    write_text(pub / "results.json", json.dumps(results, indent=1) + "\n")
     from catsim.plots.advise import plot_study
 
     tmp = pub / ".advise_study.tmp.png"
@@ -216,12 +217,6 @@ def _summary(runs: dict, sc: StudyConfig) -> dict:
                        "spearman_visits_x_risk_vs_loss": mean_of("spearman_visits_x_risk_vs_loss"),
                        "lost_share": mean_of("lost_share"), "mean_delta_log_tau": mean_of("mean_delta_log_tau")}
     return out
-
-
-def _write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
-    os.replace(tmp, path)
 
 
 def check_out_dir(out_dir: str | Path, flag: str = "--out") -> None:
