@@ -92,8 +92,8 @@ def catsim_phase(model: Path, phase: str, args) -> dict:
         from catsim.llm.rl import RLConfig
         from catsim.llm.rl.step import make_functions
 
-        rl = RLConfig.from_flat(prompts_per_step=args.batch, group_size=1, kl_coef=0.0, entropy_coef=0.0,
-                                learning_rate=1e-6, grad_clip=1.0, clip_low=0.2, clip_high=0.2)
+        rl = RLConfig.from_flat(prompts_per_step=args.batch, group_size=1, adv_std="population",
+                                kl_coef=0.0, entropy_coef=0.0, learning_rate=1e-6, grad_clip=1.0, clip_low=0.2, clip_high=0.2)
         fns = make_functions(cfg, rl)
         opt_state = fns.optimizer.init(params)
         real = np.ones(tokens.shape, bool)

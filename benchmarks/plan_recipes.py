@@ -44,7 +44,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default=",".join(QWEN25))
     parser.add_argument("--meshes", default="none,1x8")
     args = parser.parse_args(argv)
-    rl = RLConfig.from_flat(prompts_per_step=args.batch, group_size=1, micro_batch_size=args.micro_batch)
+    rl = RLConfig.from_flat(prompts_per_step=args.batch, group_size=1, micro_batch_size=args.micro_batch,
+                            adv_std="population")  # rows as groups of one; the std is not compiled in
     print(f"{args.batch} x {args.seq} tokens per update, micro-batch {args.micro_batch}, remat, bf16, "
           f"kl_coef 0; compiled on {jax.default_backend()} (jax {jax.__version__})\n")
     print("| model | params | devices | params+Adam per device | XLA temp (update) | peak per device "

@@ -73,7 +73,7 @@ def test_the_plan_matches_a_real_update_of_a_tiny_model(tmp_path):
 
     base = _tiny(tmp_path)
     batch, seq = 4, 12
-    cfg = RLConfig.from_flat(prompts_per_step=batch, group_size=1, micro_batch_size=2)
+    cfg = RLConfig.from_flat(prompts_per_step=batch, group_size=1, micro_batch_size=2, adv_std="population")
     model_cfg = read_model_config(base)
     plan = plan_rl_step(model_cfg, cfg, seq=seq)
 
@@ -120,7 +120,7 @@ MESH_CHILD = textwrap.dedent("""
     from catsim.llm.rl import RLConfig
 
     base = sys.argv[1]
-    cfg = RLConfig.from_flat(prompts_per_step=8, group_size=1)
+    cfg = RLConfig.from_flat(prompts_per_step=8, group_size=1, adv_std="population")
     model_cfg = read_model_config(base)
     mesh = parse_mesh("1x8")
     one = plan_rl_step(model_cfg, cfg, seq=16)

@@ -133,15 +133,15 @@ def test_micro_batching_under_prompt_mini_batches_and_sequence_mean(tmp_path):
 # ----------------------------------------------------------------------------- GRPO std
 def test_sample_std_option():
     scores = np.array([[1, 0, 0, 0], [1, 1, 0, 0]], np.float32)
-    pop, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=4), 0.0)
-    sample, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=4, adv_std="sample"), 0.0)
+    pop, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=4, adv_std="population"), 0.0)
+    sample, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=4), 0.0)  # the default
     for p in range(2):
         np.testing.assert_allclose(pop[p], _grpo(scores[p], ddof=0), rtol=1e-5)
         np.testing.assert_allclose(sample[p], _grpo(scores[p], ddof=1), rtol=1e-5)
     # e.g. [1, 1, 0, 0]: population std 0.5 → ±1; sample std 1/√3 → ±√3/2
     np.testing.assert_allclose(sample[1], [math.sqrt(3) / 2] * 2 + [-math.sqrt(3) / 2] * 2, rtol=1e-5)
     assert _parse(["--adv-std", "sample"]).objective.adv_std == "sample"
-    assert RLConfig().objective.adv_std == "population"
+    assert RLConfig().objective.adv_std == "sample"  # verl's default
     with pytest.raises(CatsimError, match="at least 2"):
         RLConfig.from_flat(group_size=1, adv_std="sample")
 

@@ -85,7 +85,9 @@ def _rl_config(sc: StudyConfig, n: int, seed: int, max_new: int):
     return RLConfig.from_flat(method="grpo", group_size=n, steps=sc.rl_steps, prompts_per_step=prompts,
                               mini_batch_size=prompts // 2 * n if prompts % 2 == 0 else 0,
                               learning_rate=sc.learning_rate, max_new_tokens=max_new, seed=seed,
-                              data_seed=sc.data_seed)
+                              data_seed=sc.data_seed,
+                              # the analysis' population std, which the published study was run with
+                              adv_std="population")
 
 
 def _visits(cfg, n_train: int) -> np.ndarray:

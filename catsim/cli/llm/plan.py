@@ -54,8 +54,10 @@ def run(args: argparse.Namespace) -> int:
     from catsim.llm.rl import RLConfig
 
     model_cfg = read_model_config(args.model, dtype=args.dtype, remat=args.remat)
+    # B rows as B groups of one (the compiled step sees rows; the advantages' std never enters it)
     rl_cfg = RLConfig.from_flat(method=args.method, prompts_per_step=args.batch, group_size=1,
-                                micro_batch_size=args.micro_batch, kl_coef=args.kl_coef)
+                                micro_batch_size=args.micro_batch, kl_coef=args.kl_coef,
+                                adv_std="population")
     mesh = parse_mesh(args.mesh)
     plan = plan_rl_step(model_cfg, rl_cfg, seq=args.seq, mesh=mesh, device_memory_gib=args.device_memory)
     print(plan_json(plan) if args.format == "json" else format_plan(plan))

@@ -79,7 +79,7 @@ class ObjectiveConfig:
     reward_wrong: float = 0.0  # Rw: reward of a score of 0 (graded scores map linearly)
     batch_renorm: bool = False  # re-normalise advantages over the whole batch
     adv_eps: float = 1e-6  # ε in the GRPO std denominator
-    adv_std: str = "population"  # GRPO std: "population" (ddof 0) or "sample" (ddof 1, verl/TRL)
+    adv_std: str = "sample"  # GRPO std: "sample" (ddof 1, verl/TRL) or "population" (ddof 0, the analysis)
     aggregation: str | None = None  # one of AGGREGATIONS; None = the method's
     overlong_shaping: bool | None = None  # DAPO soft overlong punishment; None = the method's (dapo)
     overlong_buffer: float = 0.2  # its ramp, as a share of max_new_tokens (DAPO: 4,096 of 20,480)
@@ -244,7 +244,8 @@ class RLConfig:
             raise CatsimError(f"mini_batch_size {opt.mini_batch_size} must be a multiple of the group size "
                               f"{n}, so that a mini-batch holds whole groups (or give mini_batch_prompts)")
         if self.objective.adv_std == "sample" and n < 2 and self.method_spec().advantage == "grpo":
-            raise CatsimError("adv_std 'sample' (ddof 1) needs a group size of at least 2")
+            raise CatsimError("adv_std 'sample' (ddof 1, the default) needs a group size of at least 2; "
+                              "a group of 1 has no spread (use adv_std 'population' for its zero advantages)")
         if self.components.advantage == "baseline_free" and not self.use("channels"):
             raise CatsimError("asym_advantage 'baseline_free' is a form of the asym-GRPO channels: "
                               "switch on asym_channels (or use method asym-grpo)")
