@@ -22,7 +22,7 @@ from catsim.llm.rl.step import compute_advantages, policy_loss
 from catsim.llm.rollout import Groups
 
 
-def _grpo(rewards, ddof=0, eps=1e-6):
+def _grpo(rewards, ddof=1, eps=1e-6):  # the trainer's default: sample std
     r = np.asarray(rewards, np.float64)
     return (r - r.mean()) / (r.std(ddof=ddof) + eps)
 
