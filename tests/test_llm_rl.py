@@ -23,7 +23,7 @@ from catsim.llm.rollout import Groups
 # ----------------------------------------------------------------------------- advantages
 def test_grpo_and_focal_advantages_hand_computed():
     scores = np.array([[1, 0, 0, 0], [1, 1, 1, 1], [1, 1, 0, 0]], np.float32)
-    adv, mu, g = compute_advantages(scores, RLConfig.from_flat(group_size=4), 0.0)
+    adv, mu, g = compute_advantages(scores, RLConfig.from_flat(group_size=4, adv_std="population"), 0.0)
     s = math.sqrt(0.25 * 0.75)  # population std of the first group
     np.testing.assert_allclose(mu, [0.25, 1.0, 0.5])
     np.testing.assert_allclose(adv[0], [0.75 / (s + 1e-6), *[-0.25 / (s + 1e-6)] * 3], rtol=1e-6)
@@ -31,10 +31,18 @@ def test_grpo_and_focal_advantages_hand_computed():
     np.testing.assert_allclose(adv[2], [1, 1, -1, -1], rtol=1e-5)
     np.testing.assert_allclose(g, 1.0)
     # F-GRPO γ = 0.5: g = (1 − μ̂)^0.5 = (√0.75, 0, √0.5)
-    fadv, _, fg = compute_advantages(scores, RLConfig.from_flat(group_size=4, gamma=0.5), 0.5)
+    fadv, _, fg = compute_advantages(
+        scores, RLConfig.from_flat(group_size=4, gamma=0.5, adv_std="population"), 0.5)
     np.testing.assert_allclose(fg, [math.sqrt(0.75), 0.0, math.sqrt(0.5)], rtol=1e-6)
     np.testing.assert_allclose(fadv, adv * fg[:, None], rtol=1e-6)
     assert fadv[0, 0] == pytest.approx(1.5, rel=1e-5)  # √0.75 · 0.75/√0.1875
+    # the default sample std (ddof 1): [1, 0, 0, 0] has std √(0.75/3) = 0.5 → (1.5, −0.5, −0.5, −0.5);
+    # [1, 1, 0, 0] has std √(1/3) → ±√3/2; each is the population advantage times √(3/4)
+    sadv, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=4), 0.0)
+    np.testing.assert_allclose(sadv[0], [1.5, -0.5, -0.5, -0.5], rtol=1e-5)
+    np.testing.assert_allclose(sadv[1], 0.0)
+    np.testing.assert_allclose(sadv[2], [math.sqrt(3) / 2] * 2 + [-math.sqrt(3) / 2] * 2, rtol=1e-5)
+    np.testing.assert_allclose(sadv, adv * math.sqrt(0.75), rtol=1e-5)
 
 
 def test_dr_grpo_graded_rewards_negative_rw_mask_and_renorm():
