@@ -34,6 +34,7 @@ from catsim.llm import metrics, scoring
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import Params
 from catsim.llm.rollout import SamplingConfig, sample_groups, stop_and_pad
+from catsim.llm.tasks.base import take_unscored
 
 
 @dataclass
@@ -95,12 +96,13 @@ def evaluate_passk(policy: Policy, task, *, n: int, ks, n_prompts: int = 128, sp
                    correct_threshold: float = 1.0, chat_template: bool = False) -> dict:
     """pass@k on `n_prompts` prompts of `split` with n samples each (see the module docstring)."""
     prompts = eval_prompts(task, split, data_seed, n_prompts)
+    take_unscored(task)  # count only this evaluation's unverified completions
     groups = sample(policy, task, prompts, n, max_new_tokens=max_new_tokens, seed=seed,
                     batch_size=batch_size, chat_template=chat_template)
     correct = (groups.scores >= correct_threshold).sum(axis=1)
     out = passk_summary(correct, n, ks, seed=seed)
     out.update(prompt_indices=[p.index for p in prompts], split=split, mean_reward=float(groups.scores.mean()),
-               response_length=float(groups.mask.sum(axis=1).mean()))
+               response_length=float(groups.mask.sum(axis=1).mean()), unverified=take_unscored(task))
     return out
 
 

@@ -40,6 +40,7 @@ from catsim.llm.model.transformer import (
     forward_cached,
     init_cache,
 )
+from catsim.llm.tasks.base import score_batch
 
 
 @dataclass(frozen=True)
@@ -325,17 +326,14 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
                                                "finished_B"))
     scores = np.zeros(len(rows), np.float32)
     texts = []
-    for r, (i, _) in enumerate(rows):
+    for r in range(len(rows)):
         ids = tokens[r, : lengths[r]]
         if finished[r]:
             ids = ids[:-1]  # the stop token ends the text; `tokens` keeps it
-        text = tokenizer.decode([int(t) for t in ids], skip_special_tokens=True)
-        texts.append(text)
-        if task is not None and (finished[r] or score_truncated):
-            score = float(task.reward(prompts[i], text))
-            if not 0.0 <= score <= 1.0:
-                raise CatsimError(f"task {task.name!r} returned a reward {score} outside [0, 1]")
-            scores[r] = score
+        texts.append(tokenizer.decode([int(t) for t in ids], skip_special_tokens=True))
+    if task is not None:  # one batch: the verifier may check it in parallel under one time budget
+        scored = [r for r in range(len(rows)) if finished[r] or score_truncated]
+        scores[scored] = score_batch(task, [prompts[rows[r][0]] for r in scored], [texts[r] for r in scored])
     logprob = np.sum(np.where(mask, logps, 0.0), axis=1)
     return Groups(np.asarray(indices, np.int64), np.asarray(prompt_tokens), np.asarray(prompt_mask),
                   tokens, mask.astype(bool), scores.reshape(len(prompts), n), texts,
