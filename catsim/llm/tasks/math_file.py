@@ -84,8 +84,12 @@ def load_records(path: str, question_field: str, answer_field: str) -> list[tupl
     suffix = p.suffix.lower()
     rows: list[dict] = []
     if suffix in (".jsonl", ".json"):
-        with p.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
+        with p.open("rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise CatsimError(f"{path}:{lineno}: not UTF-8 text (byte {err.start}: {err.reason})") from None
                 if not line.strip():
                     continue
                 try:
@@ -104,6 +108,9 @@ def load_records(path: str, question_field: str, answer_field: str) -> list[tupl
             raise CatsimError(
                 f"reading Parquet needs pandas with pyarrow ('catsim[data]' and pyarrow): {err}"
             ) from None
+        except Exception as err:  # noqa: BLE001 - each engine has its own errors for a damaged file
+            detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise CatsimError(f"{path}: not a readable Parquet file ({detail[:200]})") from None
         rows = frame.to_dict(orient="records")
     else:
         raise CatsimError(f"math file must be .jsonl, .json or .parquet, got {p.name}")
@@ -186,6 +193,9 @@ class MathFileTask:
         check_split(split)
         records = self._records()
         questions = sorted({q for q, _ in records})
+        if self.config.heldout_fraction > 0 and len(questions) < 2:
+            raise CatsimError(f"{self.config.path}: {len(questions)} distinct question, too few to split into "
+                              "train and held-out prompts (give at least 2, or heldout_fraction 0)")
         order = np.random.default_rng([check_seed(seed), 7]).permutation(len(questions))
         n_held = int(round(self.config.heldout_fraction * len(questions)))
         if self.config.heldout_fraction > 0 and len(questions) >= 2:
