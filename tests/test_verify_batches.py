@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from catsim.errors import CatsimError
 from catsim.llm.tasks import make_task, math_file
 from catsim.llm.tasks.base import score_batch, take_unscored
 from catsim.llm.tasks.isolated import (
@@ -186,3 +187,16 @@ def test_pool_map_edge_cases(fake_verifier):
         pool.close()
     with pytest.raises(Exception, match="workers must be a positive integer"):
         IsolatedPool("fake_verifier:check", deadline=5.0, workers=0)
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"verify_workers": 0}, "must be positive"),
+    ({"verify_workers": True}, "must be an integer"),
+    ({"verify_workers": "2"}, "must be an integer"),
+    ({"batch_budget_seconds": 0}, "must be positive"),
+    ({"batch_budget_seconds": "60"}, "must be a number"),
+    ({"worker_rss_mb": -1}, ">= 0"),
+])
+def test_bad_scoring_options_are_clear_errors(math_task, options, match):
+    with pytest.raises(CatsimError, match=match):
+        math_task(checker="exact", **options)

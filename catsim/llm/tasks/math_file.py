@@ -66,6 +66,13 @@ class MathFileConfig:
             raise CatsimError(f"math checker must be one of {CHECKERS}, got {self.checker!r}")
         if not 0.0 <= self.heldout_fraction < 1.0:
             raise CatsimError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
+        for name in ("max_completion_chars", "timeout_seconds", "verify_workers", "worker_max_calls",
+                     "worker_rss_mb", "worker_address_space_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise CatsimError(f"math task: {name} must be an integer, got {value!r}")
+        if isinstance(self.batch_budget_seconds, bool) or not isinstance(self.batch_budget_seconds, int | float):
+            raise CatsimError(f"math task: batch_budget_seconds must be a number, got {self.batch_budget_seconds!r}")
         if self.max_completion_chars < 1 or self.timeout_seconds < 1 or self.verify_workers < 1:
             raise CatsimError("max_completion_chars, timeout_seconds and verify_workers must be positive")
         if not self.batch_budget_seconds > 0:
