@@ -271,7 +271,7 @@ class Groups:
 def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling: SamplingConfig, key, *,
                   mesh=None, chat_template: bool = False, batch_size: int = 0, pad_multiple: int = 8,
                   pad_rows: bool = False, width: int | None = None,
-                  score_truncated: bool = False) -> Groups:
+                  score_truncated: bool = False, progress=None) -> Groups:
     """n completions of each prompt, decoded and scored (truncated ones score 0 unless
     `score_truncated`).
 
@@ -280,7 +280,8 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
     independent of batch layout. Layout: `batch_size` rows per generate call (0 = all), the last
     call padded to full size with copies of its last row when `pad_rows`; prompts left-padded to a
     multiple of `pad_multiple` (or to `width`). mesh: rows are sharded over it and gathered back
-    to every process.
+    to every process. progress: an object with `update(rows)` (e.g. tqdm), advanced after each
+    generate call.
     """
     from catsim.llm.model.sharding import activation_sharding, shard_batch, to_host
 
@@ -321,6 +322,8 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
                        activation_sharding=act)
         out = to_host(out)  # all processes get every row (an all-gather when multi-process)
         outs.append(jax.tree.map(lambda a, k=real: np.asarray(a)[:k], out))
+        if progress is not None:
+            progress.update(real)
     tokens, logps, mask, lengths, finished = (np.concatenate([getattr(o, f) for o in outs]) for f in
                                               ("tokens_BxN", "logprobs_BxN", "mask_BxN", "lengths_B",
                                                "finished_B"))
