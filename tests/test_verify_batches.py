@@ -200,3 +200,36 @@ def test_pool_map_edge_cases(fake_verifier):
 def test_bad_scoring_options_are_clear_errors(math_task, options, match):
     with pytest.raises(CatsimError, match=match):
         math_task(checker="exact", **options)
+
+
+def test_rl_scores_each_sampling_batch_at_once_and_logs_unverified_completions(tmp_path):
+    """sample_groups hands a task's `rewards` the whole batch; what the task reports as unverified
+    becomes a warning in the RL step's log record."""
+    import dataclasses
+
+    from llm_rl_helpers import ToyTask, make_base_model
+
+    from catsim.llm import rl
+
+    @dataclasses.dataclass(frozen=True)
+    class BudgetedToy(ToyTask):
+        batches: list = dataclasses.field(default_factory=list, compare=False)  # sizes of the calls
+        unverified: list = dataclasses.field(default_factory=lambda: [0], compare=False)
+
+        def rewards(self, prompts, completions):
+            self.batches.append(len(completions))
+            self.unverified[0] += 1  # the budget "ran out" before the last completion
+            return [self.reward(p, c) for p, c in zip(prompts[:-1], completions[:-1])] + [0.0]
+
+        def take_unscored(self):
+            count, self.unverified[0] = self.unverified[0], 0
+            return count
+
+    make_base_model(tmp_path / "base", init_std=0.3)
+    task = BudgetedToy()
+    cfg = rl.RLConfig.from_flat(steps=2, prompts_per_step=4, group_size=4, mini_batch_size=16,
+                                max_new_tokens=3, score_truncated=True)
+    rl.run_rl(tmp_path / "base", tmp_path / "run", cfg, task=task, progress=False)
+    assert task.batches == [16, 16]  # one scoring call per step: 4 prompts x 4 samples
+    records = rl.read_log(tmp_path / "run")
+    assert [r["warnings"] for r in records] == [["1 completions not verified in time (scored 0)"]] * 2

@@ -101,7 +101,8 @@ STEP_METRICS = {
                        "the rule keeps (null when off or no group is mixed)",
     "heldout_accuracy": "share of held-out prompts solved, one sample each at τ = temperature, after this "
                         "step (every heldout_every steps; null otherwise)",
-    "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation)",
+    "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation) and "
+                "completions the verifier's time budget left unscored",
 }
 
 
