@@ -233,3 +233,17 @@ def test_rl_scores_each_sampling_batch_at_once_and_logs_unverified_completions(t
     assert task.batches == [16, 16]  # one scoring call per step: 4 prompts x 4 samples
     records = rl.read_log(tmp_path / "run")
     assert [r["warnings"] for r in records] == [["1 completions not verified in time (scored 0)"]] * 2
+
+
+def test_a_worker_that_cannot_start_is_a_clear_error(fake_verifier, tmp_path):
+    """A worker that dies while starting is an error of the set-up (raised at once), not a
+    hostile completion (scored 0) and not a wait for the 120 s start-up allowance."""
+    (tmp_path / "dies_on_import.py").write_text("import os\nos._exit(3)\n", encoding="utf-8")
+    pool = IsolatedPool("dies_on_import:check", deadline=5.0, workers=2)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(CatsimError, match="exited before answering"):
+            pool.map([("g", "yes", 1)], budget=5.0)
+        assert time.perf_counter() - t0 < SLACK
+    finally:
+        pool.close()

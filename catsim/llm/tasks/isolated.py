@@ -137,12 +137,15 @@ class IsolatedFunction:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
         )
         self._calls = 0
+        t0 = time.monotonic()
         ready = self._read_line(self._proc, timeout)
         if not ready or not ready.get("ready"):
             self._kill()
-            if not ready:
-                raise StartTimeout(f"worker for {self.target} did not start: no answer within {timeout:.0f} s")
-            raise CatsimError(f"worker for {self.target} did not start: {ready.get('error', 'no answer')}")
+            if ready:
+                raise CatsimError(f"worker for {self.target} did not start: {ready.get('error', 'no answer')}")
+            if time.monotonic() - t0 < timeout:  # the pipe closed early: the worker died starting
+                raise CatsimError(f"worker for {self.target} did not start: it exited before answering")
+            raise StartTimeout(f"worker for {self.target} did not start: no answer within {timeout:.0f} s")
         return self._proc
 
     def _read_line(self, proc: subprocess.Popen, timeout: float) -> dict | None:
