@@ -337,6 +337,10 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
     if task is not None:  # one batch: the verifier may check it in parallel under one time budget
         scored = [r for r in range(len(rows)) if finished[r] or score_truncated]
         scores[scored] = score_batch(task, [prompts[rows[r][0]] for r in scored], [texts[r] for r in scored])
+        if jax.process_count() > 1:  # time limits make verdicts timing-dependent: process 0's hold
+            from jax.experimental import multihost_utils
+
+            scores = np.asarray(multihost_utils.broadcast_one_to_all(scores), np.float32)
     logprob = np.sum(np.where(mask, logps, 0.0), axis=1)
     return Groups(np.asarray(indices, np.int64), np.asarray(prompt_tokens), np.asarray(prompt_mask),
                   tokens, mask.astype(bool), scores.reshape(len(prompts), n), texts,

@@ -95,6 +95,8 @@ def score_batch(task: Task, prompts: Sequence[Prompt], completion_texts: Sequenc
     batch = getattr(task, "rewards", None)
     scores = (list(batch(prompts, completion_texts)) if batch is not None
               else [task.reward(p, t) for p, t in zip(prompts, completion_texts)])
+    if len(scores) != len(prompts):
+        raise CatsimError(f"task {task.name!r} returned {len(scores)} rewards for {len(prompts)} completions")
     for score in scores:
         if not 0.0 <= float(score) <= 1.0:
             raise CatsimError(f"task {task.name!r} returned a reward {score} outside [0, 1]")
