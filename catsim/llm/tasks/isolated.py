@@ -288,6 +288,8 @@ class IsolatedPool:
                     except CatsimError as err:  # a worker that cannot start at all
                         errors.append(err)
                         return
+                    except OSError:  # a fresh worker died before taking the request: left unscored
+                        return
                     if answer is TIMED_OUT and left < self.deadline:
                         return  # cut off by the budget: the request stays UNSCORED
                     timed_out[0] += answer is TIMED_OUT
