@@ -9,8 +9,21 @@ Grammar of a list argument (e.g. `--n`, `--tau`): comma-separated items, each
 from __future__ import annotations
 
 import math
+import sys
 
 from catsim.errors import CatsimError
+
+
+def show_progress(choice: bool | None = None) -> bool:
+    """Whether a command draws progress bars: `choice` when given (--progress / --quiet), else only
+    when stderr is a terminal, so piped or logged output stays free of bar redraws."""
+    if choice is not None:
+        return bool(choice)
+    isatty = getattr(sys.stderr, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
 
 
 def _number(text: str, name: str) -> float:

@@ -14,6 +14,7 @@ from catsim.cli._simargs import (
     group_sizes,
     low_lr_gammas,
 )
+from catsim.cli.args import show_progress
 
 FIELDS = ("qpos", "mret", "entropy", "anchor_prob", "share_rose", "worst_drop")
 EXAMPLE = """example:
@@ -35,7 +36,8 @@ def register(subparsers) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table",
                         help="a table, or one JSON object per line per (method, N, γ, seed) "
                              "(default: table)")
-    parser.add_argument("--progress", action="store_true", help="progress bar on stderr (default: off)")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="progress bar on stderr (default: shown when stderr is a terminal)")
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
                         help="split runs over all local devices; same results (default: on)")
     parser.add_argument("--cpu-devices", type=int, default=None,
@@ -52,6 +54,7 @@ def run(args) -> int:
     from catsim.sim.sweep import learning_rate_for, low_lr_variants, simulate
 
     cfg = config_from_args(args)
+    progress = show_progress(args.progress)
     if args.save:
         from catsim.cli.main import check_output_path
 
@@ -59,7 +62,7 @@ def run(args) -> int:
     if args.log_every is None and not args.save:  # only final values are printed: record only them
         # (with a progress bar: a record every 100 steps at most, the host loop's chunk)
         cfg = dataclasses.replace(
-            cfg, log_every=math.gcd(cfg.steps, 100) if args.progress else cfg.steps)
+            cfg, log_every=math.gcd(cfg.steps, 100) if progress else cfg.steps)
     controls = low_lr_gammas(args)
     sizes, gamma_values = group_sizes(args.n), gammas(args.gamma)
     if args.seeds is not None and args.seeds < 1:
@@ -70,7 +73,7 @@ def run(args) -> int:
     if args.shard:
         use_cpu_cores(args.cpu_devices)
     results = simulate(cfg, group_sizes=sizes, gammas=gamma_values, seeds=seeds,
-                       low_lr_gammas=controls, progress=args.progress, shard=args.shard)
+                       low_lr_gammas=controls, progress=progress, shard=args.shard)
     if args.save:
         results.save(args.save)
     rows = []

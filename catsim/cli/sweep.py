@@ -16,7 +16,8 @@ from catsim.cli._simargs import (
 
 EXAMPLE = """examples:
   catsim sweep                                        # the full Fig. 2 grid -> figures/fig2_paper.png
-  catsim sweep --n 2,32,256 --seeds 1 --gamma 0 --low-lr-gamma 0,0.5 --out runs/lowlr"""
+  catsim sweep --n 2,32,256 --seeds 1 --gamma 0 --low-lr-gamma 0,0.5 --out runs/lowlr
+                                                      # a reduced grid -> runs/lowlr/fig2_*.png"""
 
 
 def register(subparsers) -> None:
@@ -32,7 +33,9 @@ def register(subparsers) -> None:
                         help="group sizes (default: the scenario's grid, 2^1:2^17 for paper)")
     parser.add_argument("--gamma", default="0,1", help="γ values (default: 0,1)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds 0…K−1 (default: 4)")
-    parser.add_argument("--figures-dir", default="figures", help="where fig2 goes (default: figures)")
+    parser.add_argument("--figures-dir", default=None,
+                        help="where fig2 goes (default: figures/ for a scenario's full grid; for a "
+                             "reduced grid, other seeds, steps or settings: the --out folder)")
     parser.add_argument("--figure-name", default=None,
                         help="file name (default: fig2_<method>.png; with several methods, "
                              "<name>_<method>.png)")

@@ -15,7 +15,15 @@ from pathlib import Path
 from catsim.experiments._io import write_text
 from catsim.plots.fig2 import plot_fig2
 from catsim.sim.analysis import format_table
-from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig, scenario
+from catsim.sim.config import (
+    PAPER_GAMMAS,
+    PAPER_GROUP_SIZES,
+    PAPER_SEEDS,
+    SCENARIO_GRIDS,
+    SCENARIOS,
+    SimConfig,
+    scenario,
+)
 from catsim.sim.results import SimResults
 from catsim.sim.sweep import sweep
 
@@ -34,13 +42,30 @@ class SweepOutput:
     notes: tuple[str, ...] = ()  # one-line remarks (e.g. netCDF not written)
 
 
+def is_full_sweep(config: SimConfig, group_sizes: Sequence[int], gammas: Sequence[float], seeds,
+                  low_lr_gammas: Sequence[float] | None = None) -> bool:
+    """Whether a sweep is a named scenario's full Fig. 2 grid, unmodified (its grid of N, γ ∈ {0, 1},
+    `PAPER_SEEDS` seeds, the scenario's steps and settings; only the recording interval `log_every`
+    may differ): the run whose figure the repository's figures/ holds."""
+    base = SCENARIOS.get(config.method)
+    return (base is not None and dataclasses.replace(config, log_every=base.log_every) == base
+            and tuple(int(n) for n in group_sizes) == SCENARIO_GRIDS[config.method]
+            and tuple(float(g) for g in gammas) == PAPER_GAMMAS
+            and isinstance(seeds, int) and seeds == PAPER_SEEDS and not low_lr_gammas)
+
+
 def run_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int], gammas: Sequence[float],
-              seeds=4, low_lr_gammas: Sequence[float] | None = None, figures_dir="figures",
+              seeds=4, low_lr_gammas: Sequence[float] | None = None, figures_dir=None,
               figure_name: str | None = None, resume: bool = True, progress: bool = True,
               shard: bool = False, log=None, log_to=()) -> SweepOutput:
     """`catsim.sim.sweep.sweep` (`log_to`: sinks of its per-cell log), then results.nc (when xarray can write it), Fig. 2 per method
-    (`figures_dir/fig2_<method>.png`, or `figure_name`) and the table (`out_dir/table.txt`)."""
+    (`figures_dir/fig2_<method>.png`, or `figure_name`) and the table (`out_dir/table.txt`).
+
+    figures_dir None: figures/ for a full scenario sweep (`is_full_sweep`), else `out_dir`, so a
+    reduced run never replaces a published figure."""
     out = Path(out_dir)
+    if figures_dir is None:
+        figures_dir = "figures" if is_full_sweep(config, group_sizes, gammas, seeds, low_lr_gammas) else out
     t0 = time.perf_counter()
     results = sweep(config, out, group_sizes=group_sizes, gammas=gammas, seeds=seeds,
                     low_lr_gammas=low_lr_gammas, resume=resume, progress=progress, shard=shard,

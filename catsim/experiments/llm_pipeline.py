@@ -202,12 +202,12 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
         base = ev.load_policy(base_dir)
         prompts = ev.eval_prompts(task, "heldout", pc.data_seed, pc.eval_prompts)
         eval_kw = dict(n=pc.eval_n, ks=pc.ks, n_prompts=pc.eval_prompts, data_seed=pc.data_seed,
-                       max_new_tokens=max_new, seed=12345)
-        base_eval = ev.evaluate_passk(base, task, **eval_kw)
+                       max_new_tokens=max_new, seed=12345, progress=progress)
+        base_eval = ev.evaluate_passk(base, task, label=f"{setup.name} eval base", **eval_kw)
         try:
             rare = ev.rare_correct_set(base, task, n_prompts=pc.rare_prompts, n=pc.rare_n,
                                        rare_quantile=pc.rare_quantile, data_seed=pc.data_seed,
-                                       max_new_tokens=max_new)
+                                       max_new_tokens=max_new, progress=progress)
         except CatsimError:
             rare = None
         levels = [int(task.level(p)) for p in prompts] if hasattr(task, "level") else None
@@ -229,10 +229,11 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
                 result = run_rl(base_dir, run_dir, cfg, task_spec=spec, progress=progress,
                                 label=f"{setup.name} {label} s{seed}")
                 trained = ev.load_policy(Path(result.out_dir) / "model")
-                final_eval = ev.evaluate_passk(trained, task, **eval_kw)
+                final_eval = ev.evaluate_passk(trained, task, label=f"{setup.name} eval {label} s{seed}", **eval_kw)
                 snaps = [s for s in sorted((run_dir / "checkpoints").glob("step_*"))
                          if s.name != f"step_{cfg.steps:06d}"]
-                mid_counts = [ev.evaluate_passk(ev.load_policy(s), task, **eval_kw)["num_correct"] for s in snaps]
+                mid_counts = [ev.evaluate_passk(ev.load_policy(s), task, label=f"{setup.name} eval {s.name}",
+                                                **eval_kw)["num_correct"] for s in snaps]
                 ledger = ev.forgetting_ledger(["base"] + [s.name for s in snaps] + ["final"],
                                               [base_eval["num_correct"], *mid_counts, final_eval["num_correct"]])
                 entry = {"label": label, "spec": name, "seed": seed, "group_size": cfg.group_size,

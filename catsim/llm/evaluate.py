@@ -34,6 +34,7 @@ from catsim.llm import metrics, scoring
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import Params
 from catsim.llm.rollout import SamplingConfig, sample_groups, stop_and_pad
+from catsim.llm.tasks.base import take_unscored
 
 
 @dataclass
@@ -61,13 +62,26 @@ def _sampling(policy: Policy, max_new_tokens: int, temperature: float = 1.0, top
 
 
 def sample(policy: Policy, task, prompts, n: int, *, max_new_tokens: int, seed: int = 0,
-           batch_size: int = 256, temperature: float = 1.0, chat_template: bool = False):
-    """n completions per prompt (`catsim.llm.rollout.Groups`); randomness keyed by (seed, prompt, sample)."""
+           batch_size: int = 256, temperature: float = 1.0, chat_template: bool = False,
+           progress: bool = False, label: str = "sample"):
+    """n completions per prompt (`catsim.llm.rollout.Groups`); randomness keyed by (seed, prompt, sample).
+
+    progress: a bar on stderr named `label`, counting rollouts (removed when done)."""
     if n < 1:
         raise CatsimError(f"samples per prompt must be >= 1, got {n}")
-    return sample_groups(policy.params, policy.cfg, policy.tokenizer, task, prompts, n,
-                         _sampling(policy, max_new_tokens, temperature), jax.random.key(seed),
-                         chat_template=chat_template, batch_size=batch_size)
+    with _progress_bar(len(prompts) * n, label, progress) as bar:
+        return sample_groups(policy.params, policy.cfg, policy.tokenizer, task, prompts, n,
+                             _sampling(policy, max_new_tokens, temperature), jax.random.key(seed),
+                             chat_template=chat_template, batch_size=batch_size, progress=bar)
+
+
+def _progress_bar(total: int, label: str, enabled: bool):
+    import sys
+
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=label, unit="rollout", file=sys.stderr, disable=not enabled,
+                dynamic_ncols=True, leave=False)
 
 
 def eval_prompts(task, split: str, data_seed: int, n_prompts: int):
@@ -92,15 +106,18 @@ def passk_summary(num_correct_P, n: int, ks, *, seed: int = 0, confidence: float
 
 def evaluate_passk(policy: Policy, task, *, n: int, ks, n_prompts: int = 128, split: str = "heldout",
                    data_seed: int = 0, max_new_tokens: int = 64, seed: int = 0, batch_size: int = 256,
-                   correct_threshold: float = 1.0, chat_template: bool = False) -> dict:
-    """pass@k on `n_prompts` prompts of `split` with n samples each (see the module docstring)."""
+                   correct_threshold: float = 1.0, chat_template: bool = False, progress: bool = False,
+                   label: str = "eval") -> dict:
+    """pass@k on `n_prompts` prompts of `split` with n samples each (see the module docstring);
+    progress: a bar on stderr named `label`."""
     prompts = eval_prompts(task, split, data_seed, n_prompts)
+    take_unscored(task)  # count only this evaluation's unverified completions
     groups = sample(policy, task, prompts, n, max_new_tokens=max_new_tokens, seed=seed,
-                    batch_size=batch_size, chat_template=chat_template)
+                    batch_size=batch_size, chat_template=chat_template, progress=progress, label=label)
     correct = (groups.scores >= correct_threshold).sum(axis=1)
     out = passk_summary(correct, n, ks, seed=seed)
     out.update(prompt_indices=[p.index for p in prompts], split=split, mean_reward=float(groups.scores.mean()),
-               response_length=float(groups.mask.sum(axis=1).mean()))
+               response_length=float(groups.mask.sum(axis=1).mean()), unverified=take_unscored(task))
     return out
 
 
@@ -126,13 +143,14 @@ class RareSet:
 
 def rare_correct_set(base: Policy, task, *, n_prompts: int = 256, n: int = 32, rare_quantile: float = 0.01,
                      data_seed: int = 0, max_new_tokens: int = 64, seed: int = 0, batch_size: int = 256,
-                     correct_threshold: float = 1.0, split: str = "train") -> RareSet:
+                     correct_threshold: float = 1.0, split: str = "train", progress: bool = False) -> RareSet:
     """Sample the base model on train prompts and keep the top `rare_quantile` of its correct
     samples by length-normalised NLL (paper: 256 prompts × 800 rollouts, top 1%)."""
     if not 0 < rare_quantile <= 1:
         raise CatsimError(f"rare_quantile must be in (0, 1], got {rare_quantile}")
     prompts = eval_prompts(task, split, data_seed, n_prompts)
-    g = sample(base, task, prompts, n, max_new_tokens=max_new_tokens, seed=seed + 7919, batch_size=batch_size)
+    g = sample(base, task, prompts, n, max_new_tokens=max_new_tokens, seed=seed + 7919, batch_size=batch_size,
+               progress=progress, label="rare set")
     ok = np.flatnonzero(g.scores.reshape(-1) >= correct_threshold)
     if ok.size == 0:
         raise CatsimError("the base model produced no correct sample: ΔNLL_rare is undefined")

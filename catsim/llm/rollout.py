@@ -40,6 +40,7 @@ from catsim.llm.model.transformer import (
     forward_cached,
     init_cache,
 )
+from catsim.llm.tasks.base import score_batch
 
 
 @dataclass(frozen=True)
@@ -270,7 +271,7 @@ class Groups:
 def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling: SamplingConfig, key, *,
                   mesh=None, chat_template: bool = False, batch_size: int = 0, pad_multiple: int = 8,
                   pad_rows: bool = False, width: int | None = None,
-                  score_truncated: bool = False) -> Groups:
+                  score_truncated: bool = False, progress=None) -> Groups:
     """n completions of each prompt, decoded and scored (truncated ones score 0 unless
     `score_truncated`).
 
@@ -279,7 +280,8 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
     independent of batch layout. Layout: `batch_size` rows per generate call (0 = all), the last
     call padded to full size with copies of its last row when `pad_rows`; prompts left-padded to a
     multiple of `pad_multiple` (or to `width`). mesh: rows are sharded over it and gathered back
-    to every process.
+    to every process. progress: an object with `update(rows)` (e.g. tqdm), advanced after each
+    generate call.
     """
     from catsim.llm.model.sharding import activation_sharding, shard_batch, to_host
 
@@ -320,22 +322,25 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
                        activation_sharding=act)
         out = to_host(out)  # all processes get every row (an all-gather when multi-process)
         outs.append(jax.tree.map(lambda a, k=real: np.asarray(a)[:k], out))
+        if progress is not None:
+            progress.update(real)
     tokens, logps, mask, lengths, finished = (np.concatenate([getattr(o, f) for o in outs]) for f in
                                               ("tokens_BxN", "logprobs_BxN", "mask_BxN", "lengths_B",
                                                "finished_B"))
     scores = np.zeros(len(rows), np.float32)
     texts = []
-    for r, (i, _) in enumerate(rows):
+    for r in range(len(rows)):
         ids = tokens[r, : lengths[r]]
         if finished[r]:
             ids = ids[:-1]  # the stop token ends the text; `tokens` keeps it
-        text = tokenizer.decode([int(t) for t in ids], skip_special_tokens=True)
-        texts.append(text)
-        if task is not None and (finished[r] or score_truncated):
-            score = float(task.reward(prompts[i], text))
-            if not 0.0 <= score <= 1.0:
-                raise CatsimError(f"task {task.name!r} returned a reward {score} outside [0, 1]")
-            scores[r] = score
+        texts.append(tokenizer.decode([int(t) for t in ids], skip_special_tokens=True))
+    if task is not None:  # one batch: the verifier may check it in parallel under one time budget
+        scored = [r for r in range(len(rows)) if finished[r] or score_truncated]
+        scores[scored] = score_batch(task, [prompts[rows[r][0]] for r in scored], [texts[r] for r in scored])
+        if jax.process_count() > 1:  # time limits make verdicts timing-dependent: process 0's hold
+            from jax.experimental import multihost_utils
+
+            scores = np.asarray(multihost_utils.broadcast_one_to_all(scores), np.float32)
     logprob = np.sum(np.where(mask, logps, 0.0), axis=1)
     return Groups(np.asarray(indices, np.int64), np.asarray(prompt_tokens), np.asarray(prompt_mask),
                   tokens, mask.astype(bool), scores.reshape(len(prompts), n), texts,

@@ -70,7 +70,7 @@ def add_task_sampling_arguments(parser: argparse.ArgumentParser) -> None:
                        help="task split seed (default: the one recorded in the model dir, else 0)")
 
 
-def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
+def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar) -> int:
     """Sample a model on task prompts and print each completion with its reward."""
     import json
     import sys
@@ -100,8 +100,10 @@ def run_task_sampling(args: argparse.Namespace, sampling_config) -> int:
 
         sampling = dataclasses.replace(sampling, max_new_tokens=cap + 1)
     chat = tokenizer.chat_template is not None if args.chat is None else args.chat
-    groups = sample_groups(params, cfg, tokenizer, task, prompts, args.n, sampling, jax.random.key(args.seed),
-                           chat_template=chat, batch_size=min(256, count * args.n), pad_rows=True, pad_multiple=1)
+    with progress_bar(count * args.n, args) as bar:
+        groups = sample_groups(params, cfg, tokenizer, task, prompts, args.n, sampling, jax.random.key(args.seed),
+                               chat_template=chat, batch_size=min(256, count * args.n), pad_rows=True,
+                               pad_multiple=1, progress=bar)
     for row in range(count * args.n):
         prompt, s = prompts[row // args.n], row % args.n
         reward = float(groups.scores[row // args.n, s])

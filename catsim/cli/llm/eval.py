@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.cli.args import parse_int_list
+from catsim.cli.args import parse_int_list, show_progress
 from catsim.cli.llm.rl import add_common_model_options, task_spec_from_args
 from catsim.errors import CatsimError
 
@@ -41,6 +41,8 @@ def register(subparsers) -> None:
     parser.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations (default: %(default)s)")
     parser.add_argument("--ledger", action="store_true", help="solved-then-forgotten ledger across the models")
     parser.add_argument("--json", help="write every number to this JSON file")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bars (default: shown when stderr is a terminal)")
     parser.set_defaults(func=run)
 
 
@@ -68,8 +70,10 @@ def run(args) -> int:
     task = task_from_spec(spec)
     data_seed = args.data_seed if args.data_seed is not None else int(spec.get("data_seed", 0))
     max_new = args.max_new_tokens or int(getattr(task, "max_answer_chars", 255)) + 1
+    progress = show_progress(False if args.quiet else None)
     kw = dict(n=args.n, ks=ks, n_prompts=args.prompts, split=args.split, data_seed=data_seed,
-              max_new_tokens=max_new, seed=args.seed, batch_size=args.batch_size, chat_template=args.chat_template)
+              max_new_tokens=max_new, seed=args.seed, batch_size=args.batch_size, chat_template=args.chat_template,
+              progress=progress)
     report: dict = {"task": spec, "models": {}}
     base = rare = base_mass = None
     prompts = ev.eval_prompts(task, args.split, data_seed, args.prompts)
@@ -77,7 +81,8 @@ def run(args) -> int:
         base = ev.load_policy(args.base)
         try:
             rare = ev.rare_correct_set(base, task, n_prompts=args.rare_prompts, n=args.rare_n,
-                                       rare_quantile=args.rare_quantile, data_seed=data_seed, max_new_tokens=max_new)
+                                       rare_quantile=args.rare_quantile, data_seed=data_seed, max_new_tokens=max_new,
+                                       progress=progress)
             report["rare_set"] = {"size": int(rare.base_nll.size), "from_correct": rare.num_correct}
         except CatsimError as err:
             report["rare_set"] = {"error": str(err)}
@@ -87,7 +92,7 @@ def run(args) -> int:
     print(" | ".join(header))
     for path in args.models:
         policy = ev.load_policy(path)
-        res = ev.evaluate_passk(policy, task, **kw)
+        res = ev.evaluate_passk(policy, task, label=Path(path).name, **kw)
         if rare is not None:
             res["delta_nll_rare"] = ev.delta_nll_rare(policy, rare)
         if base_mass is not None:

@@ -68,7 +68,8 @@ def add_pipeline_options(parser: argparse.ArgumentParser, full, quick) -> None:
     for name in FIELDS:
         kind = float if isinstance(getattr(full, name), float) else int
         parser.add_argument("--" + name.replace("_", "-"), type=kind, help=f"{HELP[name]} {default(name)}")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars (default: shown)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bars (default: shown when stderr is a terminal)")
 
 
 def config_from_args(pc, args):
@@ -109,6 +110,7 @@ def base_models_from_args(args) -> dict:
 
 
 def run(args) -> int:
+    from catsim.cli.args import show_progress
     from catsim.experiments.llm_pipeline import PipelineConfig, run_pipeline
 
     if args.rerender:
@@ -118,7 +120,8 @@ def run(args) -> int:
         print(f"report: {report}")
         return 0
     pc = config_from_args(PipelineConfig.quick() if args.quick else PipelineConfig(), args)
-    report = run_pipeline(args.out, config=pc, base_models=base_models_from_args(args), progress=not args.quiet)
+    report = run_pipeline(args.out, config=pc, base_models=base_models_from_args(args),
+                          progress=show_progress(False if args.quiet else None))
     print(report.read_text())
     print(f"report: {report}")
     return 0

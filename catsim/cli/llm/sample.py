@@ -41,6 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true", help="one JSON object per completion")
     parser.add_argument("--format", choices=["text", "json"], default=None,
                         help="json = one JSON object per completion (same as --json)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress bar (default: shown when stderr is a terminal)")
     from catsim.cli.llm._task_args import add_task_arguments, add_task_sampling_arguments
 
     add_task_arguments(parser, required=False, task_default="none: sample the --prompt texts")
@@ -68,6 +70,16 @@ def sampling_config(args: argparse.Namespace, cfg, tokenizer):
                           pad_token=int(pad or 0))
 
 
+def progress_bar(rows: int, args: argparse.Namespace):
+    """The sampling progress bar (rollouts) on stderr: drawn on a terminal unless --quiet."""
+    from tqdm.auto import tqdm
+
+    from catsim.cli.args import show_progress
+
+    return tqdm(total=rows, desc="sample", unit="rollout", file=sys.stderr, dynamic_ncols=True, leave=False,
+                disable=not show_progress(False if args.quiet else None))
+
+
 def run(args: argparse.Namespace) -> int:
     import jax
 
@@ -76,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if args.task is not None:  # prompts from a built-in task, each completion with its reward
         from catsim.cli.llm._task_args import run_task_sampling
 
-        return run_task_sampling(args, sampling_config)
+        return run_task_sampling(args, sampling_config, progress_bar)
 
     from catsim.llm.model.checkpoint import load_model
     from catsim.llm.model.tokenizer import Tokenizer
@@ -90,9 +102,11 @@ def run(args: argparse.Namespace) -> int:
     sampling = sampling_config(args, cfg, tokenizer)
     chat = tokenizer.chat_template is not None if args.chat is None else args.chat
     # power-of-two widths and row counts: a few compiled programs serve every request
-    groups = sample_groups(params, cfg, tokenizer, None, prompts, args.n, sampling, jax.random.key(args.seed),
-                           chat_template=chat, batch_size=bucket(len(prompts) * args.n, floor=8), pad_rows=True,
-                           width=bucket(max(len(encode_prompt(tokenizer, p, chat)) for p in prompts)))
+    with progress_bar(len(prompts) * args.n, args) as bar:
+        groups = sample_groups(params, cfg, tokenizer, None, prompts, args.n, sampling, jax.random.key(args.seed),
+                               chat_template=chat, batch_size=bucket(len(prompts) * args.n, floor=8), pad_rows=True,
+                               width=bucket(max(len(encode_prompt(tokenizer, p, chat)) for p in prompts)),
+                               progress=bar)
     for row in range(len(prompts) * args.n):
         ids = [int(t) for t in groups.tokens[row][groups.mask[row]]]
         finished = bool(groups.finished[row])

@@ -13,6 +13,7 @@ import argparse
 import json
 
 from catsim.cli.llm._task_args import add_task_arguments, task_options
+from catsim.errors import CatsimError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,6 +65,11 @@ def run(args: argparse.Namespace) -> int:
     from catsim.llm.sft import ModelSize, SFTConfig, run_sft
     from catsim.llm.tasks import make_task
 
+    for flag, value in (("--hidden", args.hidden), ("--layers", args.layers), ("--heads", args.heads)):
+        if value < 1:
+            raise CatsimError(f"{flag} must be a positive integer, got {value}")
+    if args.intermediate < 0:
+        raise CatsimError(f"--intermediate must be >= 0 (0: 4 x hidden), got {args.intermediate}")
     task = make_task(args.task, **task_options(args))
     cfg = SFTConfig(steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr,
                     warmup_steps=args.warmup_steps, lr_schedule=args.schedule,

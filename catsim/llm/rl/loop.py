@@ -67,6 +67,7 @@ from catsim.llm.rl.step import (
     truncated_rows,
 )
 from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
+from catsim.llm.tasks.base import take_unscored
 
 STATE_FILE = "rl_state"  # directory of orbax checkpoints <step>/
 LOG_FILE = "rl_log.jsonl"
@@ -100,7 +101,8 @@ STEP_METRICS = {
                        "the rule keeps (null when off or no group is mixed)",
     "heldout_accuracy": "share of held-out prompts solved, one sample each at τ = temperature, after this "
                         "step (every heldout_every steps; null otherwise)",
-    "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation)",
+    "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation) and "
+                "completions the verifier's time budget left unscored",
 }
 
 
@@ -342,6 +344,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                             record["heldout_accuracy"] = heldout_accuracy(tr, params, sampling, step)
                         history.append(record)
                         record["warnings"] = list(safeguards.step_warnings(history, cfg))
+                        if unverified := take_unscored(tr.task):  # the verifier's batch budget ran out
+                            record["warnings"].append(f"{unverified} completions not verified in time (scored 0)")
                         for message in record["warnings"] if run.primary else []:
                             tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
                         log.write(record)

@@ -11,6 +11,11 @@ A task is a frozen, typed configuration plus four questions a trainer asks of it
   parsing, so time and memory are bounded.
 - `correct_answers(prompt)`: every correct answer when the task can enumerate them, else None.
 
+Batches: a task may also define `rewards(prompts, completion_texts) -> list[float]` (one verdict per
+pair, checked together, e.g. on a pool of worker processes under one time budget) and
+`take_unscored() -> int` (completions its budget left unverified and scored 0); `score_batch` and
+`take_unscored` below use them when present and fall back to `reward` one pair at a time.
+
 Text conventions: `Prompt.text` ends with the answer separator; a completion is the text the model
 wrote after the prompt, with its end-of-sequence token already removed by the caller.
 """
@@ -18,7 +23,7 @@ wrote after the prompt, with its end-of-sequence token already removed by the ca
 from __future__ import annotations
 
 import functools
-from collections.abc import Container, Iterator
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -81,6 +86,27 @@ class Task(Protocol):
     def sft_target(self, prompt: Prompt, rng: np.random.Generator) -> str:
         """One supervised target for `prompt` drawn from the warm-up answer distribution."""
         ...
+
+
+def score_batch(task: Task, prompts: Sequence[Prompt], completion_texts: Sequence[str]) -> list[float]:
+    """`task`'s verdicts on (prompts[i], completion_texts[i]): its batch `rewards` when it has one."""
+    if not prompts:
+        return []
+    batch = getattr(task, "rewards", None)
+    scores = (list(batch(prompts, completion_texts)) if batch is not None
+              else [task.reward(p, t) for p, t in zip(prompts, completion_texts)])
+    if len(scores) != len(prompts):
+        raise CatsimError(f"task {task.name!r} returned {len(scores)} rewards for {len(prompts)} completions")
+    for score in scores:
+        if not 0.0 <= float(score) <= 1.0:
+            raise CatsimError(f"task {task.name!r} returned a reward {score} outside [0, 1]")
+    return [float(x) for x in scores]
+
+
+def take_unscored(task: Task) -> int:
+    """Completions `task` left unverified (scored 0) since the last call; 0 for tasks without a budget."""
+    take = getattr(task, "take_unscored", None)
+    return int(take()) if take is not None else 0
 
 
 def check_split(split: str) -> int:

@@ -6,11 +6,15 @@ matches the reference:
 
 - checker "math-verify" (the paper's reward, App. L): `math_verify.parse` + `math_verify.verify`
   from the optional extra `math` (imported lazily; a clear CatsimError if absent). Model output is
-  parsed (LaTeX and plain numeric expressions), never executed. The check runs in a separate worker
-  process (`catsim.llm.tasks.isolated`): each stage has math-verify's own time limit there, and the
-  worker is killed when the whole check runs past 3 × `timeout_seconds` + 2 s (a signal cannot
-  interrupt long C-level work), which scores 0. The completion is capped at `max_completion_chars`
-  before any work.
+  parsed (LaTeX and plain numeric expressions), never executed. A completion whose normalised final
+  answer equals the normalised reference scores 1 in-process (the cheap check below); the others go
+  to a pool of `verify_workers` separate worker processes (`catsim.llm.tasks.isolated`) as one
+  batch: each stage has math-verify's own time limit there, a worker is killed when one check runs
+  past 3 × `timeout_seconds` + 2 s (a signal cannot interrupt long C-level work), and the whole
+  batch has `batch_budget_seconds`: completions not verified by then score 0 and are counted
+  (`take_unscored`). Workers are recycled after `worker_max_calls` checks or past `worker_rss_mb`
+  of resident memory, and run under an address-space limit of `worker_address_space_mb`. The
+  completion is capped at `max_completion_chars` before any work.
 - checker "exact": the last \\boxed{...} of the completion (else its last non-empty line),
   normalised (whitespace removed, surrounding $ and a trailing period stripped) and compared as a
   string with the normalised reference. No evaluation of any kind.
@@ -25,8 +29,8 @@ from __future__ import annotations
 import functools
 import json
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
@@ -34,7 +38,7 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.llm.tasks.base import Prompt, check_seed, check_split, clean_completion
-from catsim.llm.tasks.isolated import IsolatedFunction
+from catsim.llm.tasks.isolated import IsolatedPool
 
 CHECKERS = ("math-verify", "exact")
 
@@ -51,14 +55,30 @@ class MathFileConfig:
     heldout_fraction: float = 0.1  # share of distinct questions held out (by seeded shuffle)
     max_completion_chars: int = 65_536  # longer completions score 0 without being parsed
     timeout_seconds: int = 5  # math-verify time limit per stage; the worker is killed past 3× this + 2 s
+    verify_workers: int = 2  # math-verify worker processes checking a batch in parallel
+    batch_budget_seconds: float = 60.0  # wall time for one batch's checks; the rest score 0 (counted)
+    worker_max_calls: int = 1000  # checks before a worker is replaced by a fresh one (0: never)
+    worker_rss_mb: int = 1024  # resident memory past which a worker is replaced (0: never)
+    worker_address_space_mb: int = 4096  # a worker's hard address-space limit, RLIMIT_AS (0: none)
 
     def __post_init__(self) -> None:
         if self.checker not in CHECKERS:
             raise CatsimError(f"math checker must be one of {CHECKERS}, got {self.checker!r}")
         if not 0.0 <= self.heldout_fraction < 1.0:
             raise CatsimError(f"heldout_fraction must be in [0, 1), got {self.heldout_fraction}")
-        if self.max_completion_chars < 1 or self.timeout_seconds < 1:
-            raise CatsimError("max_completion_chars and timeout_seconds must be positive")
+        for name in ("max_completion_chars", "timeout_seconds", "verify_workers", "worker_max_calls",
+                     "worker_rss_mb", "worker_address_space_mb"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise CatsimError(f"math task: {name} must be an integer, got {value!r}")
+        if isinstance(self.batch_budget_seconds, bool) or not isinstance(self.batch_budget_seconds, int | float):
+            raise CatsimError(f"math task: batch_budget_seconds must be a number, got {self.batch_budget_seconds!r}")
+        if self.max_completion_chars < 1 or self.timeout_seconds < 1 or self.verify_workers < 1:
+            raise CatsimError("max_completion_chars, timeout_seconds and verify_workers must be positive")
+        if not self.batch_budget_seconds > 0:
+            raise CatsimError(f"batch_budget_seconds must be positive, got {self.batch_budget_seconds}")
+        if min(self.worker_max_calls, self.worker_rss_mb, self.worker_address_space_mb) < 0:
+            raise CatsimError("worker_max_calls, worker_rss_mb and worker_address_space_mb must be >= 0 (0: no limit)")
         if "{question}" not in self.prompt_template:
             raise CatsimError("prompt_template must contain the placeholder {question}")
 
@@ -71,8 +91,12 @@ def load_records(path: str, question_field: str, answer_field: str) -> list[tupl
     suffix = p.suffix.lower()
     rows: list[dict] = []
     if suffix in (".jsonl", ".json"):
-        with p.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
+        with p.open("rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise CatsimError(f"{path}:{lineno}: not UTF-8 text (byte {err.start}: {err.reason})") from None
                 if not line.strip():
                     continue
                 try:
@@ -91,6 +115,9 @@ def load_records(path: str, question_field: str, answer_field: str) -> list[tupl
             raise CatsimError(
                 f"reading Parquet needs pandas with pyarrow ('catsim[data]' and pyarrow): {err}"
             ) from None
+        except Exception as err:  # noqa: BLE001 - each engine has its own errors for a damaged file
+            detail = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise CatsimError(f"{path}: not a readable Parquet file ({detail[:200]})") from None
         rows = frame.to_dict(orient="records")
     else:
         raise CatsimError(f"math file must be .jsonl, .json or .parquet, got {p.name}")
@@ -154,6 +181,8 @@ class MathFileTask:
     """Local math-file task (see the module docstring)."""
 
     config: MathFileConfig
+    # completions the batch budget left unverified (scored 0), since the last `take_unscored`
+    unscored: _Counter = field(default_factory=lambda: _Counter(), compare=False, repr=False)
     name: ClassVar[str] = "math"
 
     def __post_init__(self) -> None:
@@ -171,6 +200,9 @@ class MathFileTask:
         check_split(split)
         records = self._records()
         questions = sorted({q for q, _ in records})
+        if self.config.heldout_fraction > 0 and len(questions) < 2:
+            raise CatsimError(f"{self.config.path}: {len(questions)} distinct question, too few to split into "
+                              "train and held-out prompts (give at least 2, or heldout_fraction 0)")
         order = np.random.default_rng([check_seed(seed), 7]).permutation(len(questions))
         n_held = int(round(self.config.heldout_fraction * len(questions)))
         if self.config.heldout_fraction > 0 and len(questions) >= 2:
@@ -209,31 +241,69 @@ class MathFileTask:
         return prompt.answers[0]
 
     def reward(self, prompt: Prompt, completion_text: str) -> float:
-        text = clean_completion(completion_text, self.config.max_completion_chars)
-        if not text:
-            return 0.0
-        reference = prompt.answers[0]
-        if self.config.checker == "exact":
-            return float(normalise_answer(final_answer(text)) == normalise_answer(reference))
-        return self._math_verify_reward(reference, text)
+        return self.rewards([prompt], [completion_text])[0]
 
-    def _math_verify_reward(self, reference: str, text: str) -> float:
-        answer = _math_verify_worker(self.config.timeout_seconds).call(_as_latex(reference), text,
-                                                                        self.config.timeout_seconds)
-        return 1.0 if answer is True else 0.0  # TIMED_OUT or IsolatedError: a wrong answer
+    def rewards(self, prompts: Sequence[Prompt], completions: Sequence[str]) -> list[float]:
+        """Scores of completion i against prompts[i], as one batch (see the module docstring)."""
+        if len(prompts) != len(completions):
+            raise CatsimError(f"{len(prompts)} prompts for {len(completions)} completions")
+        scores = [0.0] * len(completions)
+        pending: list[int] = []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+            text = clean_completion(completion, self.config.max_completion_chars)
+            if not text:
+                continue
+            if normalise_answer(final_answer(text)) == normalise_answer(prompt.answers[0]):
+                scores[i] = 1.0
+            elif self.config.checker == "math-verify":
+                pending.append(i)
+        if pending:
+            cfg = self.config
+            batch = _math_verify_pool(cfg).map(
+                [(_as_latex(prompts[i].answers[0]), completions[i].strip(), cfg.timeout_seconds)
+                 for i in pending], cfg.batch_budget_seconds)
+            for i, answer in zip(pending, batch.values):
+                scores[i] = 1.0 if answer is True else 0.0  # TIMED_OUT, UNSCORED, IsolatedError: wrong
+            self.unscored.add(batch.unscored)
+        return scores
+
+    def take_unscored(self) -> int:
+        """Completions left unverified by the batch budget since the last call (and reset)."""
+        return self.unscored.take()
 
 
-def _math_verify_worker(timeout_seconds: int) -> IsolatedFunction:
-    """One worker process per time limit; its hard deadline covers the three stages plus slack."""
-    with _WORKERS_LOCK:
-        if timeout_seconds not in _WORKERS:
-            _WORKERS[timeout_seconds] = IsolatedFunction(
-                "catsim.llm.tasks.math_file:math_verify_match", deadline=3 * timeout_seconds + 2.0)
-        return _WORKERS[timeout_seconds]
+class _Counter:
+    """A thread-safe running count, read and reset by `take`."""
+
+    def __init__(self) -> None:
+        self._n, self._lock = 0, threading.Lock()
+
+    def add(self, n: int) -> None:
+        with self._lock:
+            self._n += int(n)
+
+    def take(self) -> int:
+        with self._lock:
+            n, self._n = self._n, 0
+        return n
 
 
-_WORKERS: dict[int, IsolatedFunction] = {}
-_WORKERS_LOCK = threading.Lock()
+def _math_verify_pool(cfg: MathFileConfig) -> IsolatedPool:
+    """One pool per worker settings; a check's hard deadline covers the three stages plus slack."""
+    key = (cfg.timeout_seconds, cfg.verify_workers, cfg.worker_max_calls, cfg.worker_rss_mb,
+           cfg.worker_address_space_mb)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            _POOLS[key] = IsolatedPool(MATH_VERIFY_TARGET, deadline=3 * cfg.timeout_seconds + 2.0,
+                                       workers=cfg.verify_workers, max_calls=cfg.worker_max_calls,
+                                       max_rss_bytes=cfg.worker_rss_mb << 20,
+                                       address_space_bytes=cfg.worker_address_space_mb << 20)
+        return _POOLS[key]
+
+
+MATH_VERIFY_TARGET = "catsim.llm.tasks.math_file:math_verify_match"  # what the workers run
+_POOLS: dict[tuple, IsolatedPool] = {}
+_POOLS_LOCK = threading.Lock()
 
 
 def math_verify_match(gold_latex: str, text: str, timeout_seconds: int) -> bool:
