@@ -9,7 +9,6 @@ import shutil
 
 import pytest
 from llm_rl_helpers import make_base_model
-from safetensors import SafetensorError
 
 from catsim.cli.main import main
 
@@ -53,28 +52,17 @@ def test_a_string_where_the_config_needs_a_number(model, capsys):
     _one_line_error(capsys, ["llm", "eval", str(model), *EVAL], "config.json")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="ModelConfig.from_hf_dict converts config values with int() unchecked "
-                          "(catsim/llm/model/config.py)")
 def test_a_list_where_the_config_needs_a_number(model, capsys):
     _edit_config(model, hidden_size=[64])
     _one_line_error(capsys, ["llm", "eval", str(model), *EVAL], "config.json", "hidden_size")
 
 
-# Reading weights is catsim/llm/model/checkpoint.py's: its safetensors errors are not yet one line.
-WEIGHTS_XFAIL = pytest.mark.xfail(strict=True, raises=SafetensorError,
-                                  reason="load_model lets safetensors' SafetensorError through "
-                                         "(catsim/llm/model/checkpoint.py)")
-
-
-@WEIGHTS_XFAIL
 @pytest.mark.parametrize("damage", [b"", b"\x00" * 7, b"garbage that is not safetensors"])
 def test_damaged_weights(model, capsys, damage):
     (model / "model.safetensors").write_bytes(damage)
     _one_line_error(capsys, ["llm", "eval", str(model), *EVAL], "model.safetensors")
 
 
-@WEIGHTS_XFAIL
 def test_truncated_weights(model, capsys):
     weights = model / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])

@@ -74,6 +74,17 @@ def _safetensors():
     return safetensors
 
 
+@contextlib.contextmanager
+def _open_weights(st, path: Path):
+    """`safetensors.safe_open` of one weights file; a damaged file (empty, truncated, not
+    safetensors at all) is a one-line `CatsimError` naming it, on opening or on reading."""
+    try:
+        with st.safe_open(str(path), framework="numpy") as handle:
+            yield handle
+    except st.SafetensorError as err:
+        raise CatsimError(f"{path}: not a readable safetensors file ({err})") from None
+
+
 def _np_dtype(dtype: str) -> np.dtype:
     if dtype == "bfloat16":
         import ml_dtypes
@@ -113,7 +124,7 @@ def _weight_files(directory: Path) -> dict[str, Path]:
         return files
     if single.is_file():
         st = _safetensors()
-        with st.safe_open(str(single), framework="numpy") as f:
+        with _open_weights(st, single) as f:
             return {name: single for name in f.keys()}
     pickles = [p.name for p in directory.glob("*.bin")] + [p.name for p in directory.glob("*.pt")]
     hint = f" (found {', '.join(sorted(pickles))}: pickled weights are not loaded, convert them "\
@@ -175,7 +186,7 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
                 raise CatsimError(f"{directory}: tensor {name} is missing from the checkpoint")
             path = files[name]
             if path not in handles:
-                handles[path] = stack.enter_context(st.safe_open(str(path), framework="numpy"))
+                handles[path] = stack.enter_context(_open_weights(st, path))
             if name not in handles[path].keys():
                 raise CatsimError(f"{path.name}: tensor {name} is missing (the index says it is here)")
             view = handles[path].get_slice(name)
@@ -201,7 +212,7 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
         first = hf_index[0].indices(hf_shapes[key])[0]
         for r in range(0, rows, step):
             chunk = (slice(first + r, first + min(r + step, rows)), *hf_index[1:])
-            with st.safe_open(str(path), framework="numpy") as handle:  # unmapped after each block
+            with _open_weights(st, path) as handle:  # unmapped after each block
                 np.copyto(hf_out[r:r + step], handle.get_slice(name)[chunk], casting="unsafe")
 
     def build(key: str, stacked: bool) -> jax.Array:

@@ -135,8 +135,10 @@ class ModelConfig:
     def from_hf_dict(cls, hf: dict[str, Any], *, dtype: str | None = None) -> ModelConfig:
         """Parse a Hugging Face `config.json` dict; `dtype=None` keeps the checkpoint's dtype.
 
-        Raises `CatsimError` naming the offending key for unsupported architectures or features.
+        Raises `CatsimError` naming the offending key for unsupported architectures or features,
+        and for a size or constant that is not a number.
         """
+        _check_numbers(hf)
         archs = hf.get("architectures") or []
         model_type = hf.get("model_type")
         if not archs:
@@ -274,6 +276,27 @@ class ModelConfig:
         if not isinstance(hf, dict):
             raise CatsimError(f"{path}: expected a JSON object")
         return cls.from_hf_dict(hf, dtype=dtype)
+
+
+# config.json values read as numbers: whole numbers, and real ones (strings that parse are accepted)
+_WHOLE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+               "num_attention_heads", "num_key_value_heads", "head_dim", "max_position_embeddings")
+_REAL_KEYS = ("rms_norm_eps", "rope_theta", "partial_rotary_factor")
+
+
+def _check_numbers(hf: dict[str, Any]) -> None:
+    for key in _WHOLE_KEYS + _REAL_KEYS:
+        value = hf.get(key)
+        if value is None:
+            continue
+        try:
+            number = None if isinstance(value, bool) else float(value)
+        except (TypeError, ValueError):
+            number = None
+        whole = key in _WHOLE_KEYS
+        if number is None or number != number or (whole and not number.is_integer()):
+            raise CatsimError(f"config.json: {key} must be a {'whole number' if whole else 'number'}, "
+                              f"got {value!r}")
 
 
 def _unsupported_architecture_message(arch: Any) -> str:
