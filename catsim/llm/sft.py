@@ -43,7 +43,7 @@ from catsim import signals
 from catsim.errors import CatsimError
 from catsim.llm import rundir
 from catsim.llm.model.config import ModelConfig
-from catsim.llm.model.sharding import barrier, to_host
+from catsim.llm.model.sharding import barrier, to_host, whole_rows
 from catsim.llm.model.transformer import Params, forward, init_params
 from catsim.llm.rollout import encode_answer, encode_prompt
 from catsim.llm.tasks.base import Task
@@ -433,11 +433,8 @@ def evaluate_heldout(params: Params, model_cfg: ModelConfig, tokenizer, task: Ta
     def scores(n: int, temperature: float) -> np.ndarray:  # [prompts, n], float64 like the rewards
         sampling = SamplingConfig(max_new_tokens=max_new, temperature=temperature, stop_tokens=(EOS_ID,),
                                   pad_token=PAD_ID)
-        rows = min(256, n_prompts * n)
-        if mesh is not None:  # whole rows per device
-            rows = -(-rows // mesh.devices.size) * mesh.devices.size
         return sample_groups(params, model_cfg, tokenizer, task, prompts, n, sampling, key, mesh=mesh,
-                             batch_size=rows, pad_rows=True, pad_multiple=1).scores.astype(np.float64)
+                             batch_size=whole_rows(min(256, n_prompts * n), mesh), pad_rows=True, pad_multiple=1).scores.astype(np.float64)
 
     result = {"heldout_prompts": n_prompts, "greedy_pass_rate": float(np.mean(scores(1, 0.0)))}
     if n_samples > 0:
