@@ -29,8 +29,9 @@ from multiprocess_harness import launch_pair, wait_all
 
 SFT = ["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--steps", "4", "--batch-size", "8",
        "--hidden", "32", "--layers", "2", "--heads", "2", "--warmup-steps", "0", "--save-every", "2",
-       "--eval-prompts", "4", "--eval-samples", "2", "--no-progress", "--format", "json"]
-SAMPLE = ["llm", "sample", "--prompt", "UDU>", "--prompt", "DDU>", "--n", "2", "--max-new-tokens", "3", "--json"]
+       "--eval-prompts", "4", "--eval-samples", "0", "--no-progress", "--format", "json"]  # greedy eval only
+# the sampler shapes of library_eval's pass@k (8 rows, 6 new tokens): one compiled program for both
+SAMPLE = ["llm", "sample", "--prompt", "UDU>", "--prompt", "DDU>", "--n", "4", "--max-new-tokens", "6", "--json"]
 EVAL = ["llm", "eval", "--n", "2", "--prompts", "4", "--batch-size", "8"]
 
 WORKER = textwrap.dedent("""
@@ -74,13 +75,13 @@ def library_eval(root: Path, mesh) -> dict:
 
     task = ToyTask()
     base, other = ev.load_policy(root / "base", mesh=mesh), ev.load_policy(root / "other", mesh=mesh)
-    passk = ev.evaluate_passk(base, task, n=8, ks=[1, 8], n_prompts=8, max_new_tokens=6, batch_size=16)
-    rare = ev.rare_correct_set(base, task, n_prompts=8, n=8, rare_quantile=0.25, max_new_tokens=6, batch_size=16)
-    prompts = ev.eval_prompts(task, "heldout", 0, 6)
+    passk = ev.evaluate_passk(base, task, n=4, ks=[1, 4], n_prompts=8, max_new_tokens=6, batch_size=8)
+    rare = ev.rare_correct_set(base, task, n_prompts=8, n=4, rare_quantile=0.25, max_new_tokens=6, batch_size=8)
+    prompts = ev.eval_prompts(task, "heldout", 0, 4)
     base_mass, other_mass = ev.answer_mass_table(base, task, prompts), ev.answer_mass_table(other, task, prompts)
     return {"num_correct": passk["num_correct"], "pass_at_k": passk["pass_at_k"],
             "rare_tokens": rare.tokens.tolist(), "rare_base_nll": rare.base_nll.tolist(),
-            "delta_nll_rare": ev.delta_nll_rare(other, rare, batch_size=16),
+            "delta_nll_rare": ev.delta_nll_rare(other, rare, batch_size=8),
             "answer_mass": [m.tolist() for m in base_mass + other_mass],
             "mret": ev.retained_mass(base_mass, other_mass)["mret"]}
 
@@ -152,7 +153,7 @@ def test_sample_two_processes_equal_one_process(job):
     assert (root / "sample-1.out").read_text() == ""
     one = [json.loads(line) for line in single["sample"].splitlines()]
     two = [json.loads(line) for line in (root / "sample-0.out").read_text().splitlines()]
-    assert len(one) == len(two) == 4
+    assert len(one) == len(two) == 8
     for x, y in zip(one, two):
         assert (x["prompt_id"], x["sample_id"], x["tokens"], x["text"], x["finished"]) == \
                (y["prompt_id"], y["sample_id"], y["tokens"], y["text"], y["finished"])
@@ -173,7 +174,7 @@ def test_evaluation_library_two_processes_equal_one_process(job):
     one = single["library"]
     for pid in (0, 1):  # every process holds every number
         two = json.loads((root / f"library-{pid}.json").read_text())
-        assert two["num_correct"] == one["num_correct"] and 0 < sum(one["num_correct"]) < 64
+        assert two["num_correct"] == one["num_correct"] and 0 < sum(one["num_correct"]) < 32
         assert two["pass_at_k"] == json.loads(json.dumps(one["pass_at_k"]))
         assert two["rare_tokens"] == one["rare_tokens"]
         np.testing.assert_allclose(two["rare_base_nll"], one["rare_base_nll"], rtol=1e-5)

@@ -29,12 +29,14 @@ def add_distributed_options(parser: argparse.ArgumentParser, *, mesh: bool = Tru
                                 "there are several), none or DATAxFSDP such as 2x4 (default auto)")
     group.add_argument("--distributed", action="store_true",
                        help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md); on "
-                            "SLURM / Open MPI the process layout is detected, otherwise give the three below")
+                            "SLURM / Open MPI the process layout is detected, otherwise give the three below "
+                            "(default: off, one process)")
     group.add_argument("--coordinator", metavar="HOST:PORT",
-                       help="with --distributed: HOST:PORT of process 0's coordinator")
-    group.add_argument("--num-processes", type=int, metavar="P", help="with --distributed: number of processes")
+                       help="with --distributed: HOST:PORT of process 0's coordinator (default: detected)")
+    group.add_argument("--num-processes", type=int, metavar="P", help="with --distributed: number of processes (default: detected)")
     group.add_argument("--process-id", type=int, metavar="I",
-                       help="with --distributed: this process's index, 0 .. P-1 (0 writes every file)")
+                       help="with --distributed: this process's index, 0 .. P-1; 0 writes every file "
+                            "(default: detected)")
 
 
 def check_distributed_args(args: argparse.Namespace) -> None:
