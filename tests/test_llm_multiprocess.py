@@ -2,17 +2,21 @@
 devices (a 2 × 2 data × FSDP mesh) = the same commands in this single process on one device.
 
 One job (two workers, `multiprocess_harness`) runs, in order: `llm sft` stopped after 2 of 4 steps
-and rerun to finish (a resume from the orbax shards both processes wrote), `llm sample --json` and
-`llm eval --json` through the CLI with the multi-process options, then the evaluation library
-(pass@k, the rare set, ΔNLL_rare, retained answer mass) on a toy task whose random models solve
-about a quarter of their samples. The reference runs here: sft uninterrupted (while the workers
-run), sample, eval on the workers' sft model, and the library on the same models.
+and rerun to finish (a resume from the orbax shards both processes wrote; then its greedy held-out
+evaluation), `llm sample --json` and `llm eval --json` through the CLI with the multi-process
+options, then the evaluation library (pass@k, the rare set, ΔNLL_rare, retained answer mass) on a
+toy task whose random base model solves ~10% of its samples. The references run here: sft
+uninterrupted and sample while the workers run, then eval on the workers' sft model, and the
+library on the same models. About 2 min on the shared 2-core machine (the sft, sample, eval and
+library checks share the job's start-up and compilations: ~30 s each).
 
 Required: sampled tokens, rewards and pass@k counts identical (the sampler's randomness is keyed by
 prompt and sample, not by layout); teacher-forced NLLs (~1–3 nats) and answer probabilities within
 rtol 1e-5 (float32 sums in another order); sft step-1 loss within rtol 1e-5 and later steps within
 1e-3 (Adam turns rounding of near-zero gradients into steps of up to lr), final parameters as in
 test_llm_rl_multiprocess.py; and every file and every line of output written once, by process 0.
+The last tests check the multi-process options of every command (one-line errors before any
+work) and the writer-only guards of the pipeline's results and the CLI's output, in one process.
 """
 
 from __future__ import annotations
@@ -114,6 +118,7 @@ def job(tmp_path_factory):
     return root, single
 
 
+@pytest.mark.slow
 def test_sft_two_processes_with_resume_equal_one_process(job):
     from catsim.llm.model.checkpoint import load_model
     from catsim.llm.rundir import read_log
@@ -148,6 +153,7 @@ def test_sft_two_processes_with_resume_equal_one_process(job):
     assert moved > 1e-3 and np.mean(np.abs(pa - pb) > 1e-3 * moved) < 0.02, moved
 
 
+@pytest.mark.slow
 def test_sample_two_processes_equal_one_process(job):
     root, single = job
     assert (root / "sample-1.out").read_text() == ""
@@ -160,6 +166,7 @@ def test_sample_two_processes_equal_one_process(job):
         assert y["logprob"] == pytest.approx(x["logprob"], rel=1e-5)  # a few nats in float32
 
 
+@pytest.mark.slow
 def test_eval_two_processes_equal_one_process(job):
     root, single = job
     assert (root / "eval-1.out").read_text() == "" and not (root / "eval-1.json").exists()
@@ -169,6 +176,7 @@ def test_eval_two_processes_equal_one_process(job):
     assert two["models"][str(root / "multi-sft")] == one["models"][str(root / "multi-sft")]
 
 
+@pytest.mark.slow
 def test_evaluation_library_two_processes_equal_one_process(job):
     root, single = job
     one = single["library"]
