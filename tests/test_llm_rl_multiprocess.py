@@ -15,15 +15,10 @@ sharded = unsharded in one process). The multi-process log has each step once (p
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import textwrap
-import time
-from pathlib import Path
 
 import numpy as np
+from multiprocess_harness import launch_pair, wait_all
 
 WORKER = textwrap.dedent("""
     import sys
@@ -33,7 +28,6 @@ WORKER = textwrap.dedent("""
     jax.distributed.initialize(coordinator_address=f"localhost:{{port}}", num_processes=2, process_id=pid,
                                initialization_timeout=120)
     assert jax.device_count() == 4 and jax.process_count() == 2, (jax.devices(), jax.process_count())
-    sys.path.insert(0, {tests!r})
     from llm_rl_helpers import ToyTask
     from catsim.llm import rl
     from catsim.llm.model.sharding import make_mesh
@@ -50,44 +44,8 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
-
-
 CFG = dict(steps=2, prompts_per_step=4, group_size=4, max_new_tokens=3, learning_rate=1e-3, gamma=0.5,
            score_truncated=True, kl_coef=0.01)  # one update per step: step 1's metrics all precede it
-
-
-def _launch(tmp_path: Path, pid: int, port: int) -> subprocess.Popen:
-    tests = str(Path(__file__).parent)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join([str(Path(tests).parent), os.environ.get("PYTHONPATH", "")]))
-    with open(tmp_path / f"worker-{pid}.log", "w") as log:
-        return subprocess.Popen([sys.executable, "-c", WORKER.format(tests=tests, cfg=CFG), str(pid), str(port),
-                                 str(tmp_path)], env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def _wait_all(procs: dict, tmp_path: Path, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    try:
-        for proc in procs.values():
-            proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    report = []
-    for name, proc in procs.items():
-        text = (tmp_path / f"worker-{name}.log").read_text()
-        if proc.returncode != 0 or "WORKER-OK" not in text:
-            report.append(f"--- worker {name} exit {proc.returncode}:\n{text[-3000:]}")
-    assert not report, "\n".join(report)
 
 
 def test_two_processes_equal_one_process(tmp_path):
@@ -97,12 +55,11 @@ def test_two_processes_equal_one_process(tmp_path):
     from catsim.llm.model.checkpoint import load_model
 
     make_base_model(tmp_path / "base", init_std=0.3)
-    port = _free_port()
-    procs = {0: _launch(tmp_path, 0, port), 1: _launch(tmp_path, 1, port)}
+    procs = launch_pair(WORKER.format(cfg=CFG), tmp_path)
     try:  # the reference, here, while the workers start
         rl.run_rl(tmp_path / "base", tmp_path / "single", rl.RLConfig.from_flat(**CFG), task=ToyTask(), progress=False)
     finally:
-        _wait_all(procs, tmp_path)
+        wait_all(procs, tmp_path)
 
     # the training state: orbax checkpoints of both saved steps, each process's shards written by it
     state = tmp_path / "multi" / rl.STATE_FILE

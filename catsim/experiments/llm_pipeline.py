@@ -21,6 +21,11 @@ Besides pass@k, ΔNLL_rare, answer mass and the forgetting ledger, every run get
 training reward (and held-out accuracy, when `heldout_every` > 0) and, on tasks with difficulty
 levels (Maze `sizes`), pass@k per level; `PipelineConfig.compare()` is the GRPO / F-GRPO /
 asym-GRPO comparison (`catsim.experiments.llm_compare`, `catsim llm compare`).
+
+Multiple processes (`jax.distributed`, `mesh=` over every process's devices): every process runs
+every phase (warm-up, RL runs, evaluation) on the same data, each holding its shards; process 0
+alone writes results.json, report.md and the figures (`write_results`), the runs' own files as
+`catsim.llm.rundir` does.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from catsim.experiments._io import write_text
 from catsim.experiments.llm_report import training_curves, write_report
 from catsim.llm import evaluate as ev
 from catsim.llm import metrics
+from catsim.llm.model.sharding import barrier, is_primary
 from catsim.llm.rl import RLConfig, read_log, run_rl
 
 
@@ -157,27 +163,30 @@ def _rl_config(pc: PipelineConfig, fields: dict, seed: int, max_new: int) -> RLC
                     heldout_every=pc.heldout_every, heldout_prompts=pc.heldout_prompts)
 
 
-def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool) -> Path:
+def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool, mesh=None) -> Path:
     try:
         from catsim.llm.sft import ModelSize, SFTConfig, run_sft
     except ImportError:
         raise CatsimError("the warm-up needs catsim.llm.sft (catsim llm sft); pass a base model instead "
                           "(--base-model TASK=DIR)") from None
+    barrier(f"catsim-pipeline-warm-up-{out}")  # every process sees the same files
     if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
         return out
     cfg = SFTConfig(steps=pc.sft_steps, batch_size=pc.sft_batch, learning_rate=pc.sft_lr,
                     warmup_steps=min(20, pc.sft_steps // 10), data_seed=pc.data_seed)
     size = ModelSize(hidden_size=pc.model_hidden, num_layers=pc.model_layers, num_heads=pc.model_heads)
-    run_sft(task, cfg, size, out, eval_prompts=0, progress=progress)
+    run_sft(task, cfg, size, out, eval_prompts=0, progress=progress, mesh=mesh)
     return out
 
 
 def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineConfig | None = None,
-                 base_models: dict | None = None, progress: bool = True) -> Path:
+                 base_models: dict | None = None, progress: bool = True, mesh=None) -> Path:
     """Run everything and write the report; returns the path of report.md.
 
     base_models: {task name: Hugging Face model dir with catsim_task.json} to skip the warm-up.
     Finished RL runs are reused (and interrupted ones resumed) when the command is rerun.
+    mesh: the device mesh every model is sharded over (None: one device); see the module
+    docstring for multiple processes.
     """
     from catsim.llm.tasks import make_task
 
@@ -196,10 +205,10 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
             task = make_task(spec["task"], **spec.get("config", {}))
         else:
             task = make_task(setup.name, **setup.options)
-            base_dir = _warm_up(task, pc, task_dir / "base", progress)
+            base_dir = _warm_up(task, pc, task_dir / "base", progress, mesh)
             spec = ev_task_spec(base_dir)
         max_new = setup.max_new_tokens or int(getattr(task, "max_answer_chars", 63)) + 1
-        base = ev.load_policy(base_dir)
+        base = ev.load_policy(base_dir, mesh=mesh)
         prompts = ev.eval_prompts(task, "heldout", pc.data_seed, pc.eval_prompts)
         eval_kw = dict(n=pc.eval_n, ks=pc.ks, n_prompts=pc.eval_prompts, data_seed=pc.data_seed,
                        max_new_tokens=max_new, seed=12345, progress=progress)
@@ -226,14 +235,15 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
                 cfg = _rl_config(pc, fields, seed, max_new)
                 label = cfg.label()
                 run_dir = task_dir / f"{name.replace(':', '_')}-N{cfg.group_size}-s{seed}"
-                result = run_rl(base_dir, run_dir, cfg, task_spec=spec, progress=progress,
+                result = run_rl(base_dir, run_dir, cfg, task_spec=spec, progress=progress, mesh=mesh,
                                 label=f"{setup.name} {label} s{seed}")
-                trained = ev.load_policy(Path(result.out_dir) / "model")
+                trained = ev.load_policy(Path(result.out_dir) / "model", mesh=mesh)
                 final_eval = ev.evaluate_passk(trained, task, label=f"{setup.name} eval {label} s{seed}", **eval_kw)
                 snaps = [s for s in sorted((run_dir / "checkpoints").glob("step_*"))
                          if s.name != f"step_{cfg.steps:06d}"]
-                mid_counts = [ev.evaluate_passk(ev.load_policy(s), task, label=f"{setup.name} eval {s.name}",
-                                                **eval_kw)["num_correct"] for s in snaps]
+                mid_counts = [ev.evaluate_passk(ev.load_policy(s, mesh=mesh), task,
+                                                label=f"{setup.name} eval {s.name}", **eval_kw)["num_correct"]
+                              for s in snaps]
                 ledger = ev.forgetting_ledger(["base"] + [s.name for s in snaps] + ["final"],
                                               [base_eval["num_correct"], *mid_counts, final_eval["num_correct"]])
                 entry = {"label": label, "spec": name, "seed": seed, "group_size": cfg.group_size,
@@ -249,11 +259,23 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
                 task_res["runs"][f"{name}:{cfg.group_size}:s{seed}"] = entry
         task_res["tests"] = _paired_tests(task_res, pc)
         results["tasks"][setup.name] = task_res
-        write_text(out / "results.json", json.dumps(results, indent=2, default=str) + "\n")
+        write_results(results, out, report=False)
     results["seconds"] = time.perf_counter() - t0
     results["provenance"] = provenance.collect()  # what produced these numbers (catsim reproduce reads it)
-    write_text(out / "results.json", json.dumps(results, indent=2, default=str) + "\n")
-    return write_report(results, out)
+    return write_results(results, out)
+
+
+def write_results(results: dict, out: Path, *, results_file: bool = True, report: bool = True) -> Path:
+    """results.json (`results_file`) and report.md with the figures (`report`) in `out`, written by
+    process 0 alone; the others wait for it at a barrier. Returns the path of report.md."""
+    out = Path(out)
+    if is_primary():
+        if results_file:
+            write_text(out / "results.json", json.dumps(results, indent=2, default=str) + "\n")
+        if report:
+            write_report(results, out)
+    barrier(f"catsim-pipeline-results-{out}-{results_file}-{report}")
+    return out / "report.md"
 
 
 def convergence(log: list, pc: PipelineConfig) -> dict:

@@ -45,14 +45,17 @@ class Policy:
     params: Params
     tokenizer: Any  # catsim.llm.model.tokenizer.Tokenizer
     path: str = ""
+    mesh: Any = None  # the jax.sharding.Mesh the parameters are sharded over (None: one device)
 
 
 def load_policy(model_dir: str | Path, mesh=None) -> Policy:
+    """A model directory's policy; with a mesh (of one or several processes) its parameters are
+    FSDP-sharded over it and sampling splits rows over it, every process getting every row."""
     from catsim.llm.model.checkpoint import load_model
     from catsim.llm.model.tokenizer import Tokenizer
 
     cfg, params = load_model(model_dir, mesh=mesh)
-    return Policy(cfg, params, Tokenizer.from_dir(model_dir), str(model_dir))
+    return Policy(cfg, params, Tokenizer.from_dir(model_dir), str(model_dir), mesh)
 
 
 def _sampling(policy: Policy, max_new_tokens: int, temperature: float = 1.0, top_p: float = 1.0):
@@ -69,10 +72,16 @@ def sample(policy: Policy, task, prompts, n: int, *, max_new_tokens: int, seed: 
     progress: a bar on stderr named `label`, counting rollouts (removed when done)."""
     if n < 1:
         raise CatsimError(f"samples per prompt must be >= 1, got {n}")
+    layout: dict = {"batch_size": batch_size}
+    if policy.mesh is not None:  # whole rows per device; padded rows are dropped
+        from catsim.llm.model.sharding import whole_rows
+
+        layout = {"batch_size": whole_rows(min(batch_size, len(prompts) * n), policy.mesh),
+                  "pad_rows": True, "mesh": policy.mesh}
     with _progress_bar(len(prompts) * n, label, progress) as bar:
         return sample_groups(policy.params, policy.cfg, policy.tokenizer, task, prompts, n,
                              _sampling(policy, max_new_tokens, temperature), jax.random.key(seed),
-                             chat_template=chat_template, batch_size=batch_size, progress=bar)
+                             chat_template=chat_template, progress=bar, **layout)
 
 
 def _progress_bar(total: int, label: str, enabled: bool):

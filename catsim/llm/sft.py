@@ -16,6 +16,12 @@ Output directory (`run_sft(..., out_dir)`):
 
 Determinism: the batch of step t is a pure function of (seed, t), and initialisation of `seed`, so
 a run stopped after k steps and resumed ends with the same parameters as an uninterrupted run.
+
+Sharding and multiple processes (`mesh=`, `catsim.llm.model.sharding`): parameters and optimizer
+state are FSDP-sharded, each step's batch is split over ("data", "fsdp"). Under `jax.distributed`
+every process builds the same global batches and runs the same steps; metrics come back to every
+process (`to_host`), each process writes its own shards of the training state, and process 0
+alone writes the model, logs, loss curve and eval.json (the others wait for it at a barrier).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from catsim import signals
 from catsim.errors import CatsimError
 from catsim.llm import rundir
 from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.sharding import barrier, to_host, whole_rows
 from catsim.llm.model.transformer import Params, forward, init_params
 from catsim.llm.rollout import encode_answer, encode_prompt
 from catsim.llm.tasks.base import Task
@@ -143,7 +150,8 @@ def task_tokenizer(task: Task):
 
 
 def make_batch(task: Task, tokenizer, cfg: SFTConfig, step: int, pad_to: int = 32) -> Batch:
-    """The training batch of step `step`: a pure function of (cfg.seed, step, task, data_seed).
+    """The training batch of step `step` (numpy arrays): a pure function of (cfg.seed, step, task,
+    data_seed), so every process of a multi-process run builds the same one.
 
     Rows are right-padded to a multiple of `pad_to` so few shapes are compiled.
     """
@@ -163,16 +171,19 @@ def make_batch(task: Task, tokenizer, cfg: SFTConfig, step: int, pad_to: int = 3
         tokens[i, : len(p) + len(a)] = p + a
         real[i, : len(p) + len(a)] = True
         target[i, len(p) : len(p) + len(a)] = True
-    return Batch(jnp.asarray(tokens), jnp.asarray(real), jnp.asarray(target))
+    return Batch(tokens, real, target)
 
 
 # ----------------------------------------------------------------------------- loss and step
-def sft_loss(params: Params, model_cfg: ModelConfig, batch: Batch) -> tuple[jax.Array, jax.Array]:
+def sft_loss(params: Params, model_cfg: ModelConfig, batch: Batch,
+             activation_sharding=None) -> tuple[jax.Array, jax.Array]:
     """(token-mean cross-entropy over target tokens, token accuracy). Prompt tokens carry no loss.
 
     Logits at position t predict token t+1, so the target mask is shifted by one.
+    activation_sharding: the residual stream's sharding on a mesh (None: one device).
     """
-    logits_BxTxV = forward(params, model_cfg, batch.tokens_BxT, mask_BxT=batch.real_BxT)
+    logits_BxTxV = forward(params, model_cfg, batch.tokens_BxT, mask_BxT=batch.real_BxT,
+                           activation_sharding=activation_sharding)
     logp_BxTxV = jax.nn.log_softmax(logits_BxTxV[:, :-1].astype(jnp.float32))
     next_BxT = batch.tokens_BxT[:, 1:]
     nll_BxT = -jnp.take_along_axis(logp_BxTxV, next_BxT[..., None], axis=-1)[..., 0]
@@ -211,15 +222,17 @@ def make_optimizer(grad_clip: float, weight_decay: float, learning_rate: float |
     )
 
 
-@functools.partial(jax.jit, static_argnames=("model_cfg", "grad_clip", "weight_decay"),
+@functools.partial(jax.jit, static_argnames=("model_cfg", "grad_clip", "weight_decay", "activation_sharding"),
                    donate_argnums=0)
 def train_step(state: TrainState, batch: Batch, learning_rate: jax.Array, *, model_cfg: ModelConfig,
-               grad_clip: float, weight_decay: float) -> tuple[TrainState, dict[str, jax.Array]]:
-    """One AdamW step on the SFT loss: a pure function of (state, batch, lr). Only the model shape
-    and the optimizer constants are static, so runs that differ in steps, lr or seed share one
-    compiled program."""
+               grad_clip: float, weight_decay: float,
+               activation_sharding=None) -> tuple[TrainState, dict[str, jax.Array]]:
+    """One AdamW step on the SFT loss: a pure function of (state, batch, lr). Only the model shape,
+    the optimizer constants and the activation sharding are static, so runs that differ in steps,
+    lr or seed share one compiled program."""
     optimizer = make_optimizer(grad_clip, weight_decay, learning_rate)
-    (loss, acc), grads = jax.value_and_grad(sft_loss, has_aux=True)(state.params, model_cfg, batch)
+    (loss, acc), grads = jax.value_and_grad(sft_loss, has_aux=True)(state.params, model_cfg, batch,
+                                                                    activation_sharding)
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     params = optax.apply_updates(state.params, updates)
     metrics = {"loss": loss, "token_accuracy": acc, "grad_norm": optax.tree.norm(grads)}
@@ -234,20 +247,36 @@ def _init_state(key: jax.Array, *, model_cfg: ModelConfig, grad_clip: float,
     return TrainState(jnp.zeros((), jnp.int32), params, opt_state)
 
 
-def init_state(model_cfg: ModelConfig, cfg: SFTConfig) -> TrainState:
-    """Step 0: parameters from `cfg.seed` and a fresh optimizer state."""
-    return _init_state(jax.random.key(cfg.seed), model_cfg=model_cfg, grad_clip=cfg.grad_clip,
-                       weight_decay=cfg.weight_decay)
+def init_state(model_cfg: ModelConfig, cfg: SFTConfig, mesh=None) -> TrainState:
+    """Step 0: parameters from `cfg.seed` and a fresh optimizer state; with a mesh, parameters
+    and Adam moments FSDP-sharded over it and the scalars replicated (the same values as on one
+    device: every process initialises from the same key, then keeps its own slices)."""
+    state = _init_state(jax.random.key(cfg.seed), model_cfg=model_cfg, grad_clip=cfg.grad_clip,
+                        weight_decay=cfg.weight_decay)
+    if mesh is None:
+        return state
+    from catsim.llm.model.sharding import place_on_mesh, shard_params
+
+    params = shard_params(jax.tree.map(np.asarray, state.params), model_cfg, mesh)
+    opt_state = place_on_mesh(make_optimizer(cfg.grad_clip, cfg.weight_decay, 0.0).init(params), mesh)
+    return TrainState(place_on_mesh(np.asarray(state.step), mesh), params, opt_state)
 
 
-def step_fn(model_cfg: ModelConfig, cfg: SFTConfig):
-    """`(state, batch) -> (state, metrics)` for run `cfg`: the jitted step at the scheduled lr."""
+def step_fn(model_cfg: ModelConfig, cfg: SFTConfig, mesh=None):
+    """`(state, batch) -> (state, metrics)` for run `cfg`: the jitted step at the scheduled lr.
+    `batch` holds host (numpy) arrays; with a mesh they are split over it, and the metrics come
+    back as numpy scalars on every process."""
+    from catsim.llm.model.sharding import activation_sharding, shard_batch
+
     schedule = learning_rate_schedule(cfg)
+    act = None if mesh is None else activation_sharding(mesh)
 
     def step(state: TrainState, batch: Batch):
-        lr = jnp.asarray(schedule(int(state.step)), jnp.float32)
-        return train_step(state, batch, lr, model_cfg=model_cfg, grad_clip=cfg.grad_clip,
-                          weight_decay=cfg.weight_decay)
+        lr = np.asarray(schedule(int(to_host(state.step))), np.float32)
+        batch = Batch(*(shard_batch(x, mesh) if mesh is not None else jnp.asarray(x) for x in batch))
+        state, metrics = train_step(state, batch, lr, model_cfg=model_cfg, grad_clip=cfg.grad_clip,
+                                    weight_decay=cfg.weight_decay, activation_sharding=act)
+        return state, to_host(metrics)
 
     return step
 
@@ -292,6 +321,7 @@ def run_sft(
     progress: bool = True,
     dtype: str = "float32",
     log_to: tuple[str, ...] = (),
+    mesh=None,
 ) -> SFTResult:
     """Train (or resume) a warm-up run in `out_dir`; see the module docstring for the files.
 
@@ -301,48 +331,54 @@ def run_sft(
     dtype: compute dtype, "float32" or "bfloat16" (mixed precision: parameters, gradients and
     optimizer state stay float32; the forward pass casts each block's weights to bfloat16).
     log_to: extra sinks of the step metrics besides the JSONL log ("tensorboard", "wandb").
+    mesh: optional `jax.sharding.Mesh` (FSDP-sharded state, batches split over it; the batch size
+    and the evaluation's sample rows are padded / must divide by its device count); multi-process
+    runs pass a mesh over every process's devices (see the module docstring).
     """
 
     t_start = time.perf_counter()
     tokenizer = task_tokenizer(task)
     model_cfg = size.model_config(tokenizer.vocab_size).replace(dtype=dtype, weight_dtype="float32")
+    if mesh is not None and cfg.batch_size % mesh.devices.size:
+        raise CatsimError(f"batch size {cfg.batch_size} is not divisible by the {mesh.devices.size} mesh devices")
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE,
                         fingerprint=fingerprint(task, cfg, model_cfg), what="run")
     with run.locked():
         if overwrite:
             run.clear(files=("eval.json", "loss.png"))
-        state, _ = run.resume(init_state(model_cfg, cfg))
-        start = int(state.step)
+        state, _ = run.resume(init_state(model_cfg, cfg, mesh))
+        start = int(to_host(state.step))
         run.write_json(CONFIG_FILE, {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
                                      "num_params": model_cfg.num_params, "fingerprint": run.fingerprint})
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
-        state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress, log_to)
+        state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress, log_to,
+                                  mesh)
+        if run.primary:
+            from catsim.plots.sft import plot_loss_curve
 
-        from catsim.plots.sft import plot_loss_curve
-
-        plot_loss_curve(run.log_path, run.path / "loss.png")
-        done = int(state.step)
-        if done < cfg.steps:
-            return SFTResult(str(run.path), done, False, last_loss, time.perf_counter() - t_start, None)
-        run.save_model("", model_cfg, state.params, tokenizer,
-                       extra={rundir.TASK_FILE: rundir.task_spec(task, cfg.data_seed)})
+            plot_loss_curve(run.log_path, run.path / "loss.png")
+        done = int(to_host(state.step))
         evaluation = None
-        if eval_prompts > 0:
-            evaluation = evaluate_heldout(state.params, model_cfg, tokenizer, task, cfg.data_seed,
-                                          eval_prompts, eval_samples, seed=cfg.seed)
-            run.write_json("eval.json", evaluation)
-    return SFTResult(str(run.path), done, True, last_loss, time.perf_counter() - t_start, evaluation)
+        if done == cfg.steps:
+            run.save_model("", model_cfg, state.params, tokenizer,
+                           extra={rundir.TASK_FILE: rundir.task_spec(task, cfg.data_seed)})
+            if eval_prompts > 0:
+                evaluation = evaluate_heldout(state.params, model_cfg, tokenizer, task, cfg.data_seed,
+                                              eval_prompts, eval_samples, seed=cfg.seed, mesh=mesh)
+                run.write_json("eval.json", evaluation)
+    barrier(f"catsim-sft-end-{run.fingerprint}-{done}")  # the others wait for process 0's files
+    return SFTResult(str(run.path), done, done == cfg.steps, last_loss, time.perf_counter() - t_start, evaluation)
 
 
 def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cfg: SFTConfig, state: TrainState,
-           start: int, end: int, progress: bool, log_to=()) -> tuple[TrainState, float]:
+           start: int, end: int, progress: bool, log_to=(), mesh=None) -> tuple[TrainState, float]:
     """Steps start..end-1 with the step log and periodic saves; returns (state, last loss)."""
     from tqdm.auto import tqdm
 
-    step_once = step_fn(model_cfg, cfg)
+    step_once = step_fn(model_cfg, cfg, mesh)
     schedule = learning_rate_schedule(cfg)
     last_loss = float("nan")
-    bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not progress,
+    bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not (progress and run.primary),
                dynamic_ncols=True)
     logged = start  # the last step whose record is in the log
     try:
@@ -363,7 +399,7 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
                         bar.update(1)
                         bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
                         if (step + 1) % cfg.save_every == 0 or step + 1 == end:
-                            run.save_state(state, int(state.step))
+                            run.save_state(state, step + 1)
                     signals.check()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was done; rerun to resume
                 if record is not None:  # the step finished: its line goes in with its state
@@ -371,20 +407,22 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
                         log.write(record)
                     logged = record["step"]
                 try:
-                    if int(state.step) == logged:  # log and state agree (else an update was cut short)
+                    if int(to_host(state.step)) == logged:  # log and state agree (else an update was cut short)
                         run.save_state(state, logged)
                 except RuntimeError:  # Ctrl-C inside a step whose input buffers were donated:
                     pass  # the last periodic save stands
                 raise
     finally:
         bar.close()
-    run.save_state(state, int(state.step))
+    run.save_state(state, int(to_host(state.step)))
     return state, last_loss
 
 
 def evaluate_heldout(params: Params, model_cfg: ModelConfig, tokenizer, task: Task, data_seed: int,
-                     n_prompts: int, n_samples: int, seed: int = 0) -> dict:
-    """Held-out pass rates: greedy (temperature 0) and mean reward of temperature-1 samples."""
+                     n_prompts: int, n_samples: int, seed: int = 0, mesh=None) -> dict:
+    """Held-out pass rates: greedy (temperature 0) and mean reward of temperature-1 samples.
+    mesh: the parameters' mesh; sample rows are split over it (each row's randomness is keyed by
+    its prompt and sample index, so the numbers do not depend on the layout)."""
     from catsim.llm.rollout import SamplingConfig, sample_groups
 
     n_prompts = min(n_prompts, task.num_prompts("heldout"))
@@ -395,9 +433,8 @@ def evaluate_heldout(params: Params, model_cfg: ModelConfig, tokenizer, task: Ta
     def scores(n: int, temperature: float) -> np.ndarray:  # [prompts, n], float64 like the rewards
         sampling = SamplingConfig(max_new_tokens=max_new, temperature=temperature, stop_tokens=(EOS_ID,),
                                   pad_token=PAD_ID)
-        return sample_groups(params, model_cfg, tokenizer, task, prompts, n, sampling, key,
-                             batch_size=min(256, n_prompts * n), pad_rows=True,
-                             pad_multiple=1).scores.astype(np.float64)
+        return sample_groups(params, model_cfg, tokenizer, task, prompts, n, sampling, key, mesh=mesh,
+                             batch_size=whole_rows(min(256, n_prompts * n), mesh), pad_rows=True, pad_multiple=1).scores.astype(np.float64)
 
     result = {"heldout_prompts": n_prompts, "greedy_pass_rate": float(np.mean(scores(1, 0.0)))}
     if n_samples > 0:

@@ -70,8 +70,11 @@ def add_task_sampling_arguments(parser: argparse.ArgumentParser) -> None:
                        help="task split seed (default: the one recorded in the model dir, else 0)")
 
 
-def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar) -> int:
-    """Sample a model on task prompts and print each completion with its reward."""
+def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar, mesh=None,
+                      say=print) -> int:
+    """Sample a model on task prompts and print each completion with its reward. mesh: the
+    device mesh to shard the model and rows over (None: one device); say: the print function
+    (a no-op on the processes of a multi-process run that do not write)."""
     import json
     import sys
 
@@ -80,6 +83,7 @@ def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar) -
 
     from catsim.errors import CatsimError
     from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.sharding import whole_rows
     from catsim.llm.model.tokenizer import Tokenizer
     from catsim.llm.rollout import sample_groups
     from catsim.llm.rundir import task_for_model
@@ -91,7 +95,7 @@ def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar) -
     task, data_seed = task_for_model(args.model, args.task, task_options(args), args.data_seed)
     count = min(args.task_prompts, task.num_prompts(args.split))
     prompts = [task.prompt(args.split, data_seed, i) for i in range(count)]
-    cfg, params = load_model(args.model, dtype=args.dtype)
+    cfg, params = load_model(args.model, dtype=args.dtype, mesh=mesh)
     tokenizer = Tokenizer.from_dir(args.model)
     sampling = sampling_config(args, cfg, tokenizer)
     cap = getattr(task, "max_answer_chars", None)
@@ -102,20 +106,20 @@ def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar) -
     chat = tokenizer.chat_template is not None if args.chat is None else args.chat
     with progress_bar(count * args.n, args) as bar:
         groups = sample_groups(params, cfg, tokenizer, task, prompts, args.n, sampling, jax.random.key(args.seed),
-                               chat_template=chat, batch_size=min(256, count * args.n), pad_rows=True,
-                               pad_multiple=1, progress=bar)
+                               mesh=mesh, chat_template=chat, batch_size=whole_rows(min(256, count * args.n), mesh),
+                               pad_rows=True, pad_multiple=1, progress=bar)
     for row in range(count * args.n):
         prompt, s = prompts[row // args.n], row % args.n
         reward = float(groups.scores[row // args.n, s])
         if args.json:
-            print(json.dumps({"task": task.name, "split": args.split, "prompt_index": prompt.index,
-                              "sample_index": s, "completion": groups.texts[row], "reward": reward,
-                              "finished": bool(groups.finished[row]), "reference": task.reference(prompt)}))
+            say(json.dumps({"task": task.name, "split": args.split, "prompt_index": prompt.index,
+                            "sample_index": s, "completion": groups.texts[row], "reward": reward,
+                            "finished": bool(groups.finished[row]), "reference": task.reference(prompt)}))
         else:
             if s == 0:
-                print(f"=== {task.name} {args.split} prompt {prompt.index}\\n{prompt.text}")
-            print(f"  sample {s}: {groups.texts[row]!r} reward {reward:g}")
+                say(f"=== {task.name} {args.split} prompt {prompt.index}\\n{prompt.text}")
+            say(f"  sample {s}: {groups.texts[row]!r} reward {reward:g}")
     mean = float(np.mean(groups.scores.astype(np.float64)))
-    print(f"mean reward {mean:.4f} over {groups.scores.size} samples ({count} prompts x {args.n})",
-          file=sys.stderr)
+    say(f"mean reward {mean:.4f} over {groups.scores.size} samples ({count} prompts x {args.n})",
+        file=sys.stderr)
     return 0

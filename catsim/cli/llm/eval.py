@@ -13,6 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from catsim.cli.args import parse_int_list, show_progress
+from catsim.cli.llm._distributed import (
+    add_distributed_options,
+    check_distributed_args,
+    initialize_from_args,
+    mesh_from_args,
+    writer_print,
+)
 from catsim.cli.llm.rl import add_common_model_options, task_spec_from_args
 from catsim.errors import CatsimError
 
@@ -43,6 +50,7 @@ def register(subparsers) -> None:
     parser.add_argument("--json", help="write every number to this JSON file")
     parser.add_argument("--quiet", action="store_true",
                         help="no progress bars (default: shown when stderr is a terminal)")
+    add_distributed_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -51,6 +59,7 @@ def run(args) -> int:
     from catsim.llm import metrics
     from catsim.llm.rundir import read_task_file, task_from_spec
 
+    check_distributed_args(args)
     for flag in ("n", "prompts", "batch_size", "rare_prompts", "rare_n", "iterations"):
         value = getattr(args, flag)
         if value < (0 if flag == "prompts" else 1):
@@ -74,11 +83,13 @@ def run(args) -> int:
     kw = dict(n=args.n, ks=ks, n_prompts=args.prompts, split=args.split, data_seed=data_seed,
               max_new_tokens=max_new, seed=args.seed, batch_size=args.batch_size, chat_template=args.chat_template,
               progress=progress)
+    initialize_from_args(args)  # every process samples over one mesh; process 0 prints and writes
+    mesh, say = mesh_from_args(args), writer_print()
     report: dict = {"task": spec, "models": {}}
     base = rare = base_mass = None
     prompts = ev.eval_prompts(task, args.split, data_seed, args.prompts)
     if args.base:
-        base = ev.load_policy(args.base)
+        base = ev.load_policy(args.base, mesh=mesh)
         try:
             rare = ev.rare_correct_set(base, task, n_prompts=args.rare_prompts, n=args.rare_n,
                                        rare_quantile=args.rare_quantile, data_seed=data_seed, max_new_tokens=max_new,
@@ -89,9 +100,9 @@ def run(args) -> int:
         if task.correct_answers(prompts[0]) is not None:
             base_mass = ev.answer_mass_table(base, task, prompts)
     header = ["model"] + [f"pass@{k}" for k in ks] + (["ΔNLL_rare", "kept", "Mret"] if base else [])
-    print(" | ".join(header))
+    say(" | ".join(header))
     for path in args.models:
-        policy = ev.load_policy(path)
+        policy = ev.load_policy(path, mesh=mesh)
         res = ev.evaluate_passk(policy, task, label=Path(path).name, **kw)
         if rare is not None:
             res["delta_nll_rare"] = ev.delta_nll_rare(policy, rare)
@@ -104,7 +115,7 @@ def run(args) -> int:
             cells += [f"{res['delta_nll_rare']:.3f}" if "delta_nll_rare" in res else "–",
                       f"{res['answer_mass']['kept_fraction']:.3f}" if "answer_mass" in res else "–",
                       f"{res['answer_mass']['mret']:.3f}" if "answer_mass" in res else "–"]
-        print(" | ".join(cells))
+        say(" | ".join(cells))
     counts = [np.asarray(report["models"][p]["num_correct"]) for p in args.models]
     if args.test and len(args.models) > 1:
         m = args.m if args.m is not None else max(1, args.n // 4)
@@ -114,16 +125,18 @@ def run(args) -> int:
                 t = metrics.paired_subsample_test(args.n, counts[0], c, k=k, m=m, iterations=args.iterations,
                                                   seed=args.seed)
                 report["tests"].append({"a": args.models[0], "b": path, **t})
-                print(f"paired test {path} − {args.models[0]}: pass@{k} (m={m} of n={args.n}) "
-                      f"Δ = {t['delta']:+.4f}, 95% [{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}], "
+                say(f"paired test {path} − {args.models[0]}: pass@{k} (m={m} of n={args.n}) "
+                    f"Δ = {t['delta']:+.4f}, 95% [{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}], "
                       f"p = {t['p_value']:.4f}")
     if args.ledger and len(args.models) > 1:
         led = ev.forgetting_ledger(args.models, np.stack(counts))
         led["forgotten_prompts"] = [prompts[i].index for i in led["forgotten_prompts"]]
         report["ledger"] = led
-        print(f"ledger: solved {led['solved']} (in order); forgotten by the last: {led['forgotten']}; "
-              f"gained: {led['gained']}")
-    if args.json:
+        say(f"ledger: solved {led['solved']} (in order); forgotten by the last: {led['forgotten']}; "
+            f"gained: {led['gained']}")
+    from catsim.llm.model.sharding import is_primary
+
+    if args.json and is_primary():
         from catsim.llm.rundir import write_json
 
         write_json(Path(args.json), report)

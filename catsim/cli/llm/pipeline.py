@@ -14,6 +14,13 @@ import argparse
 import dataclasses
 
 from catsim.cli.args import parse_int_list
+from catsim.cli.llm._distributed import (
+    add_distributed_options,
+    check_distributed_args,
+    initialize_from_args,
+    mesh_from_args,
+    writer_print,
+)
 from catsim.errors import CatsimError
 
 # option -> PipelineConfig field overridden by it (the same name with dashes)
@@ -38,6 +45,7 @@ def register(subparsers) -> None:
     parser.add_argument("--rerender", action="store_true",
                         help="run nothing: redraw OUT/report.md and the figures from OUT/results.json "
                              "(default: off)")
+    add_distributed_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -111,17 +119,23 @@ def base_models_from_args(args) -> dict:
 
 def run(args) -> int:
     from catsim.cli.args import show_progress
-    from catsim.experiments.llm_pipeline import PipelineConfig, run_pipeline
+    from catsim.experiments.llm_pipeline import PipelineConfig, run_pipeline, write_results
 
+    check_distributed_args(args)
     if args.rerender:
-        from catsim.experiments.llm_report import load_results, write_report
+        from catsim.experiments.llm_report import load_results
 
-        report = write_report(load_results(f"{args.out}/results.json"), args.out)
-        print(f"report: {report}")
+        results = load_results(f"{args.out}/results.json")
+        initialize_from_args(args)
+        report = write_results(results, args.out, results_file=False)  # redrawn by process 0
+        writer_print()(f"report: {report}")
         return 0
     pc = config_from_args(PipelineConfig.quick() if args.quick else PipelineConfig(), args)
-    report = run_pipeline(args.out, config=pc, base_models=base_models_from_args(args),
-                          progress=show_progress(False if args.quiet else None))
-    print(report.read_text())
-    print(f"report: {report}")
+    bases = base_models_from_args(args)
+    initialize_from_args(args)  # every process runs every phase over one mesh; process 0 writes
+    report = run_pipeline(args.out, config=pc, base_models=bases,
+                          progress=show_progress(False if args.quiet else None), mesh=mesh_from_args(args))
+    say = writer_print()
+    say(report.read_text())
+    say(f"report: {report}")
     return 0

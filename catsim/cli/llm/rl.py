@@ -11,8 +11,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 
+from catsim.cli.llm._distributed import (
+    add_distributed_options,
+    check_distributed_args,
+    initialize_from_args,
+    mesh_from_args,
+    writer_print,
+)
 from catsim.errors import CatsimError
 
 SECTION_TITLES = {None: "method", "objective": "objective", "gamma": "focal γ schedule",
@@ -84,22 +90,6 @@ def parse_task_options(items) -> dict:
     return out
 
 
-def make_mesh_from_arg(text: str | None):
-    """"auto" (all local devices on the fsdp axis when there are several), "none", or "DxF"."""
-    import jax
-
-    from catsim.llm.model.sharding import make_mesh
-
-    if text in (None, "none"):
-        return None
-    if text == "auto":
-        return make_mesh() if len(jax.devices()) > 1 else None
-    m = re.fullmatch(r"(\d+)x(\d+)", text)
-    if not m:
-        raise CatsimError(f"--mesh must be auto, none or DATAxFSDP (e.g. 2x4), got {text!r}")
-    return make_mesh(data=int(m.group(1)), fsdp=int(m.group(2)))
-
-
 def add_common_model_options(parser: argparse.ArgumentParser) -> None:
     """--task and its options (shared with `catsim llm sft/sample`), plus --task-opt for any other
     task config field (e.g. the math prompt_template), and --chat-template."""
@@ -130,14 +120,7 @@ def register(subparsers) -> None:
     parser.add_argument("--base", required=True, help="Hugging Face model dir to start from (the KL reference)")
     parser.add_argument("--out", required=True, help="output directory (resumed if it holds a run)")
     add_common_model_options(parser)
-    parser.add_argument("--mesh", default="auto", metavar="auto|none|DxF",
-                        help="device mesh: auto, none or DATAxFSDP such as 2x4 (default auto)")
-    parser.add_argument("--distributed", action="store_true",
-                        help="call jax.distributed.initialize() first (multi-host; see docs/llm-rl.md); on "
-                             "SLURM / Open MPI the process layout is detected, otherwise give the three below")
-    parser.add_argument("--coordinator", help="with --distributed: HOST:PORT of process 0's coordinator")
-    parser.add_argument("--num-processes", type=int, help="with --distributed: number of processes")
-    parser.add_argument("--process-id", type=int, help="with --distributed: this process's index (0 = writer)")
+    add_distributed_options(parser)
     parser.add_argument("--dtype", choices=("float32", "bfloat16"),
                         help="compute dtype (default: the checkpoint's); weights, gradients and "
                              "Adam state stay float32")
@@ -155,14 +138,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from catsim.llm.rl import run_rl
 
-    if args.distributed:
-        from catsim.llm.model.sharding import initialize_distributed
-
-        layout = {"coordinator_address": args.coordinator, "num_processes": args.num_processes,
-                  "process_id": args.process_id}
-        initialize_distributed(**{k: v for k, v in layout.items() if v is not None})
-    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
-        raise CatsimError("--coordinator, --num-processes and --process-id need --distributed")
+    check_distributed_args(args)
     spec = task_spec_from_args(args)
     if args.data_seed is None:  # train on the split the warm-up used
         from catsim.llm.rundir import read_task_file
@@ -172,14 +148,13 @@ def run(args) -> int:
         except CatsimError:
             args.data_seed = 0
     cfg = rl_config_from_args(args)
-    mesh = make_mesh_from_arg(args.mesh)
+    initialize_from_args(args)  # after every check: a bad option stops each process at once
+    mesh = mesh_from_args(args)
     result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat,
                     log_to=args.log_to)
     state = "finished" if result.finished else "stopped"
-    from catsim.llm.model.sharding import is_primary
-
-    if is_primary():
-        print(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> {result.out_dir}")
+    writer_print()(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> "
+                   f"{result.out_dir}")
     return 0

@@ -12,6 +12,13 @@ import argparse
 import json
 import sys
 
+from catsim.cli.llm._distributed import (
+    add_distributed_options,
+    check_distributed_args,
+    initialize_from_args,
+    mesh_from_args,
+    writer_print,
+)
 from catsim.errors import CatsimError
 
 
@@ -47,6 +54,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     add_task_arguments(parser, required=False, task_default="none: sample the --prompt texts")
     add_task_sampling_arguments(parser)
+    add_distributed_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -83,28 +91,35 @@ def progress_bar(rows: int, args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     import jax
 
+    check_distributed_args(args)
     if args.format == "json":
         args.json = True
     if args.task is not None:  # prompts from a built-in task, each completion with its reward
         from catsim.cli.llm._task_args import run_task_sampling
 
-        return run_task_sampling(args, sampling_config, progress_bar)
+        initialize_from_args(args)
+        return run_task_sampling(args, sampling_config, progress_bar, mesh=mesh_from_args(args),
+                                 say=writer_print())
 
     from catsim.llm.model.checkpoint import load_model
+    from catsim.llm.model.sharding import whole_rows
     from catsim.llm.model.tokenizer import Tokenizer
     from catsim.llm.rollout import bucket, encode_prompt, sample_groups
 
     prompts = prompt_sources(args)
     if args.n < 1:
         raise CatsimError(f"--n must be a positive integer, got {args.n}")
-    cfg, params = load_model(args.model, dtype=args.dtype)
+    initialize_from_args(args)  # every process samples the same rows over one mesh; process 0 prints
+    mesh, say = mesh_from_args(args), writer_print()
+    cfg, params = load_model(args.model, dtype=args.dtype, mesh=mesh)
     tokenizer = Tokenizer.from_dir(args.model)
     sampling = sampling_config(args, cfg, tokenizer)
     chat = tokenizer.chat_template is not None if args.chat is None else args.chat
     # power-of-two widths and row counts: a few compiled programs serve every request
     with progress_bar(len(prompts) * args.n, args) as bar:
         groups = sample_groups(params, cfg, tokenizer, None, prompts, args.n, sampling, jax.random.key(args.seed),
-                               chat_template=chat, batch_size=bucket(len(prompts) * args.n, floor=8), pad_rows=True,
+                               mesh=mesh, chat_template=chat, pad_rows=True,
+                               batch_size=whole_rows(bucket(len(prompts) * args.n, floor=8), mesh),
                                width=bucket(max(len(encode_prompt(tokenizer, p, chat)) for p in prompts)),
                                progress=bar)
     for row in range(len(prompts) * args.n):
@@ -113,11 +128,11 @@ def run(args: argparse.Namespace) -> int:
         text = tokenizer.decode(ids[:-1] if finished else ids)  # special tokens kept
         pid, sid = row // args.n, row % args.n
         if args.json:
-            print(json.dumps({"prompt_id": pid, "sample_id": sid, "text": text, "tokens": ids,
-                              "logprob": float(groups.logprob[row]), "finished": finished}))
+            say(json.dumps({"prompt_id": pid, "sample_id": sid, "text": text, "tokens": ids,
+                            "logprob": float(groups.logprob[row]), "finished": finished}))
         else:
             end = "stop" if finished else "length"
-            print(f"--- prompt {pid} sample {sid} ({len(ids)} tokens, {end}, logprob {groups.logprob[row]:.3f})")
-            print(text)
+            say(f"--- prompt {pid} sample {sid} ({len(ids)} tokens, {end}, logprob {groups.logprob[row]:.3f})")
+            say(text)
     sys.stdout.flush()
     return 0

@@ -12,6 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from catsim.cli.llm._distributed import (
+    add_distributed_options,
+    check_distributed_args,
+    initialize_from_args,
+    mesh_from_args,
+    writer_print,
+)
 from catsim.cli.llm._task_args import add_task_arguments, task_options
 from catsim.errors import CatsimError
 
@@ -53,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = p.add_argument_group("evaluation")
     e.add_argument("--eval-prompts", type=int, default=128, help="held-out prompts scored at the end, 0 = none (default: %(default)s)")
     e.add_argument("--eval-samples", type=int, default=4, help="temperature-1 samples per held-out prompt (default: %(default)s)")
+    add_distributed_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--format", choices=["text", "json"], default="text", help="summary format (default: %(default)s)")
     from catsim.tracking import add_log_to_argument
@@ -70,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
             raise CatsimError(f"{flag} must be a positive integer, got {value}")
     if args.intermediate < 0:
         raise CatsimError(f"--intermediate must be >= 0 (0: 4 x hidden), got {args.intermediate}")
+    check_distributed_args(args)
     task = make_task(args.task, **task_options(args))
     cfg = SFTConfig(steps=args.steps, batch_size=args.batch_size, learning_rate=args.lr,
                     warmup_steps=args.warmup_steps, lr_schedule=args.schedule,
@@ -77,21 +86,24 @@ def run(args: argparse.Namespace) -> int:
                     data_seed=args.data_seed, save_every=args.save_every)
     size = ModelSize(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
                      intermediate_size=args.intermediate)
+    initialize_from_args(args)
     result = run_sft(task, cfg, size, args.out, stop_after=args.stop_after, overwrite=args.overwrite,
                      eval_prompts=args.eval_prompts, eval_samples=args.eval_samples,
-                     progress=not args.no_progress, dtype=args.dtype, log_to=args.log_to)
+                     progress=not args.no_progress, dtype=args.dtype, log_to=args.log_to,
+                     mesh=mesh_from_args(args))
+    say = writer_print()
     summary = {"out": result.out_dir, "steps_done": result.steps_done, "finished": result.finished,
                "final_loss": result.final_loss, "seconds": round(result.seconds, 1), "eval": result.eval}
     if args.format == "json":
-        print(json.dumps(summary))
+        say(json.dumps(summary))
     else:
         state = "finished" if result.finished else f"stopped at step {result.steps_done} (rerun to resume)"
-        print(f"sft {state}: {result.steps_done} steps, final loss {result.final_loss:.4f}, "
-              f"{result.seconds:.0f} s, output in {result.out_dir}")
+        say(f"sft {state}: {result.steps_done} steps, final loss {result.final_loss:.4f}, "
+            f"{result.seconds:.0f} s, output in {result.out_dir}")
         if result.eval:
             ev = result.eval
             line = f"held-out ({ev['heldout_prompts']} prompts): greedy pass rate {ev['greedy_pass_rate']:.3f}"
             if "sampled_pass_at_1" in ev:
                 line += f", sampled pass@1 {ev['sampled_pass_at_1']:.3f} (T=1, {ev['samples_per_prompt']}/prompt)"
-            print(line)
+            say(line)
     return 0

@@ -39,7 +39,17 @@ BATCH_AXES = (DATA, FSDP)
 def initialize_distributed(**kwargs: Any) -> None:
     """Join a multi-host JAX job (`jax.distributed.initialize`). On SLURM / Open MPI / cloud TPU the
     coordinator, process count and process id are detected from the environment; otherwise pass
-    coordinator_address="host:port", num_processes=..., process_id=...."""
+    coordinator_address="host:port", num_processes=..., process_id=....
+
+    A process already in a job (several commands run in one Python session) stays in it; asking
+    for another process count or id is an error."""
+    if jax.distributed.is_initialized():
+        now = {"num_processes": jax.process_count(), "process_id": jax.process_index()}
+        for name, value in now.items():
+            if kwargs.get(name, value) != value:
+                raise CatsimError(f"this process already runs as process {now['process_id']} of "
+                                  f"{now['num_processes']}; cannot join as {name} = {kwargs[name]}")
+        return
     jax.distributed.initialize(**kwargs)
 
 
@@ -138,6 +148,15 @@ def place_on_mesh(tree: Any, mesh: Mesh) -> Any:
         return jax.device_put(np.asarray(x), NamedSharding(mesh, P()))
 
     return jax.tree.map(put, tree)
+
+
+def whole_rows(rows: int, mesh: Mesh | None) -> int:
+    """The smallest multiple of the mesh's device count that is >= rows (rows itself without a
+    mesh): a batch size every device gets whole rows of."""
+    if mesh is None:
+        return rows
+    devices = mesh.devices.size
+    return -(-rows // devices) * devices
 
 
 def batch_sharding(mesh: Mesh) -> NamedSharding:
