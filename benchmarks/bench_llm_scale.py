@@ -7,7 +7,7 @@
 The model: a random `Qwen2ForCausalLM` written by `transformers` (`save_pretrained`, safetensors,
 float32) with Qwen2.5-0.5B's published shape (hidden 896, MLP 4864, 14 query / 2 key-value heads,
 vocabulary 151,936, tied embeddings) and `--layers` blocks. Both sides do the same work, each phase
-in a fresh process (so its peak resident memory, `ru_maxrss`, is its own):
+in a fresh process (so its peak resident memory, VmHWM, is its own):
 
 - load: read the checkpoint directory into the framework's parameters;
 - generate: greedy decoding of `--batch` rows × (`--prompt` random prompt tokens + `--new` new
@@ -50,6 +50,16 @@ def write_model(directory: Path, layers: int) -> None:
 
 
 def _peak_mb() -> float:
+    """This process's peak resident memory (MB): VmHWM, which starts afresh at exec. (Linux keeps
+    `ru_maxrss` across exec, so a phase process forked from this 1.7 GB parent would report at
+    least the parent's size.)"""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
