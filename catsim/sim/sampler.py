@@ -9,8 +9,9 @@ Multinomial(N, p). Two inverse-CDF samplers, chosen by N (`sampler="auto"`):
     O(V + N·K²): one pass over V (block sums) and no V-long cumulative sum, which XLA's CPU backend
     computes slowly.
   * "inverse_cdf" (N > 2048): one two-level cumulative sum over V (per-block prefix sums plus block
-    offsets, which also keeps float32 rounding small) and a binary search per draw,
-    O(V + N·log V).
+    offsets, which also keeps float32 rounding small; non-decreasing by construction) and a
+    search per draw: a binary search, O(V + N·log V), or from N = `GUIDE_TABLE_MIN_N` on a guide
+    table, O(V + N) (a cell index from u, a few loads; the same indices as the binary search).
 
 Both are exact up to the float32 resolution of the uniforms and prefix sums (absolute ≈ 1e-7 of
 the total mass per action); sums over any contiguous range of actions telescope, so aggregate
@@ -227,7 +228,7 @@ guide_table_search = _runs_one_by_one(guide_table_search)
 
 # From this many draws on, `sample_actions_inverse_cdf` searches with the guide table (its table
 # costs O(V) per group, which a bisection of fewer draws does not repay).
-GUIDE_TABLE_MIN_N = 16384
+GUIDE_TABLE_MIN_N = 32768
 
 
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
