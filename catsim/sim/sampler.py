@@ -144,6 +144,21 @@ def _count_prefix_sums(x_M):
 GUIDE_SCAN_WIDTH = 4
 
 
+def _bisect_runs(cdf_V, u_C, first_G1, cell):
+    """#{a : cdf_a <= u} by bisection inside u's run [first[cell(u)], first[cell(u) + 1]): as
+    many levels as the longest run among the queries needs."""
+    g_C = cell(u_C)
+    lo_C, hi_C = first_G1[g_C], first_G1[g_C + 1]
+
+    def level(bounds):
+        lo_C, hi_C = bounds
+        mid_C = (lo_C + hi_C) // 2
+        right_C = (lo_C < hi_C) & (cdf_V[jnp.minimum(mid_C, cdf_V.shape[0] - 1)] <= u_C)
+        return jnp.where(right_C, mid_C + 1, lo_C), jnp.where(right_C | (lo_C >= hi_C), hi_C, mid_C)
+
+    return jax.lax.while_loop(lambda b: jnp.any(b[0] < b[1]), level, (lo_C, hi_C))[0]
+
+
 def guide_table_search(cdf_V, u_N):
     """#{a : cdf_a <= u} per query for a non-decreasing CDF, by a guide table (Chen & Asau 1974;
     Devroye 1986, §III.2.4 "indexed search"). Equals `search_right` exactly.
@@ -155,8 +170,10 @@ def guide_table_search(cdf_V, u_N):
     cell(u)} (a histogram of cell(cdf) and its prefix sums: O(V + G), one pass). So the answer is
     first[cell(u)] plus the count of that run's entries <= u. Runs of at most `GUIDE_SCAN_WIDTH`
     entries are counted directly; draws in longer runs (crowded cells: many small actions in one
-    cell, which hold at most 1/G of the mass each) are gathered into batches of N/16 and bisected
-    over the whole CDF. Cost per draw: a few loads instead of log2 V dependent ones.
+    cell, which hold at most 1/G of the mass each) are gathered into batches of N/8 and bisected
+    inside their runs. Cost per draw: a few loads instead of log2 V dependent ones. (On the
+    paper's policies after 300 steps 6–8 % of the draws fall in crowded cells: the incorrect
+    actions, ≈ 3e-7 each, put ≈ 20 CDF entries in a cell of width 1/G ≈ 7.6e-6.)
     """
     v, n = cdf_V.shape[0], u_N.shape[0]
     cells = 1 << max(v - 1, 1).bit_length()
@@ -177,7 +194,7 @@ def guide_table_search(cdf_V, u_N):
         idx_N = idx_N + below.astype(jnp.int32)
 
     crowded_N = run_N > GUIDE_SCAN_WIDTH
-    batch = max(n // 16, min(n, 256))
+    batch = max(n // 8, min(n, 256))
 
     def bisect_crowded(idx_N):
         slot_N = _count_prefix_sums(crowded_N.astype(jnp.float32)).astype(jnp.int32) - 1
@@ -188,7 +205,7 @@ def guide_table_search(cdf_V, u_N):
             take_N = crowded_N & (local_N >= 0) & (local_N < batch)
             u_C = jnp.zeros((batch,), u_N.dtype).at[jnp.where(take_N, local_N, batch)].set(
                 u_N, mode="drop")
-            found_C = jnp.searchsorted(cdf_V, u_C, side="right", method="scan")
+            found_C = _bisect_runs(cdf_V, u_C, first_G1, cell)
             return jnp.where(take_N, found_C[jnp.clip(local_N, 0, batch - 1)], idx_N)
 
         return jax.lax.fori_loop(0, num_batches, one_batch, idx_N)
