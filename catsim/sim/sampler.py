@@ -9,9 +9,10 @@ Multinomial(N, p). Two inverse-CDF samplers, chosen by N (`sampler="auto"`):
     O(V + N·K²): one pass over V (block sums) and no V-long cumulative sum, which XLA's CPU backend
     computes slowly.
   * "inverse_cdf" (N > 2048): one two-level cumulative sum over V (per-block prefix sums plus block
-    offsets, which also keeps float32 rounding small; non-decreasing by construction) and a
-    search per draw: a binary search, O(V + N·log V), or from N = `GUIDE_TABLE_MIN_N` on a guide
-    table, O(V + N) (a cell index from u, a few loads; the same indices as the binary search).
+    offsets, which also keeps float32 rounding small) and a search per draw: a binary search,
+    O(V + N·log V), or from N = `GUIDE_TABLE_MIN_N` on a guide table, O(V + N) (a cell index from
+    u, a few loads; the same indices as the binary search wherever the float32 CDF does not
+    decrease, which the table needs and `running_max_of_blocks` ensures).
 
 Both are exact up to the float32 resolution of the uniforms and prefix sums (absolute ≈ 1e-7 of
 the total mass per action); sums over any contiguous range of actions telescope, so aggregate
@@ -98,21 +99,24 @@ def sample_actions_blocked(key, p_V, group_size: int, block_size: int = BLOCK_SI
 def two_level_cdf(p_V, block_size: int = BLOCK_SIZE):
     """Inclusive prefix sums of p over V, as per-block prefix sums plus block offsets. -> [B·K].
 
-    Non-decreasing by construction. Within a block the sums come from one matmul whose summation
-    order is the same for every column, so each entry adds a non-negative term to a leaf of the
-    previous entry's float expression and cannot be smaller. Across blocks, float32 rounding of
-    the offsets can put a block's entries an ulp below the previous block's end (seen on policies
-    with a wide spread of logits); each block is raised to the running maximum of the earlier
-    block ends, which changes nothing where the sums are already monotone. Samples are therefore
-    the exact inverse CDF of these values, whichever search (`search_right`,
-    `guide_table_search`) finds them.
-    """
+    Within a block the sums come from one matmul whose summation order is the same for every
+    column, so they do not decrease; across blocks float32 rounding of the offsets can put a
+    block's entries an ulp below the previous block's end (seen on policies with a wide spread
+    of logits; not on the paper's). `running_max_of_blocks` removes such dips."""
     p_BxK = _blocks(p_V, block_size)
     within_BxK = _row_prefix_sums(p_BxK)
     offset_B = _prefix_sum(within_BxK[:, -1]) - within_BxK[:, -1]
-    cdf_BxK = within_BxK + offset_B[:, None]
-    earlier_end_B = jnp.concatenate([jnp.zeros((1,), cdf_BxK.dtype),
-                                     jax.lax.cummax(cdf_BxK[:-1, -1])])
+    return (within_BxK + offset_B[:, None]).reshape(-1)
+
+
+def running_max_of_blocks(cdf_V, block_size: int = BLOCK_SIZE):
+    """A `two_level_cdf` made non-decreasing: each block raised to the running maximum of the
+    earlier blocks' ends. Changes nothing where the CDF already does not decrease, so a search of
+    the result returns the bisection's index there; elsewhere it is the exact inverse CDF of these
+    values."""
+    cdf_BxK = cdf_V.reshape(-1, block_size)
+    end_B = jax.lax.associative_scan(jnp.maximum, cdf_BxK[:-1, -1])
+    earlier_end_B = jnp.concatenate([jnp.zeros((1,), cdf_V.dtype), end_B])
     return jnp.maximum(cdf_BxK, earlier_end_B[:, None]).reshape(-1)
 
 
@@ -245,7 +249,7 @@ guide_table_search = _runs_one_by_one(guide_table_search)
 
 # From this many draws on, `sample_actions_inverse_cdf` searches with the guide table (its table
 # costs O(V) per group, which a bisection of fewer draws does not repay).
-GUIDE_TABLE_MIN_N = 32768
+GUIDE_TABLE_MIN_N = 65536
 
 
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
@@ -253,8 +257,10 @@ def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOC
     cdf = two_level_cdf(p_V, block_size)
     u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cdf[-1]
     # (the table's counts are float32 sums, exact below 2^24)
-    table = GUIDE_TABLE_MIN_N <= group_size < 2**24 and cdf.shape[0] < 2**24
-    idx_N = (guide_table_search if table else search_right)(cdf, u_N)
+    if GUIDE_TABLE_MIN_N <= group_size < 2**24 and cdf.shape[0] < 2**24:
+        idx_N = guide_table_search(running_max_of_blocks(cdf, block_size), u_N)
+    else:
+        idx_N = search_right(cdf, u_N)
     return jnp.minimum(idx_N, _last_positive(p_V)).astype(jnp.int32)
 
 
