@@ -2,9 +2,11 @@
 
 For each N and policy: 8 runs vmapped (as the engine runs a cell), V = 128,000, `sample_counts`
 with the inverse-CDF sampler searching by bisection (`search_right`, the baseline) and by the
-guide table (`guide_table_search`), plus the search alone on the same CDF and uniforms. Prints
+guide table (`guide_table_search`), plus the search alone on the same (non-decreasing) CDF and
+uniforms. Prints
 process CPU ms per run (best of --repeat; CPU time, since the machine may be shared), the ratio
-bisection ÷ table, and checks that both searches return identical indices.
+bisection ÷ table, checks that both searches return identical indices, and the share of draws in
+crowded cells (bisected in batches). `--policies FILE.npy` adds policies saved as [8, V] arrays.
 
     PYTHONPATH=. python benchmarks/bench_sampler.py
     PYTHONPATH=. python benchmarks/bench_sampler.py --sizes 8192,16384 --repeat 9
@@ -56,14 +58,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="8192,16384,32768,131072")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--policies", default="", help="comma-separated .npy files of [8, V] p")
     args = parser.parse_args()
+    pols = policies()
+    for path in filter(None, args.policies.split(",")):
+        pols[path] = jnp.asarray(np.load(path), jnp.float32)
     keys = jax.random.split(jax.random.key(0), RUNS)
     default_min_n = sampler.GUIDE_TABLE_MIN_N
     print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {'table':>6} {'ratio':>6} | "
           f"{'search: bisect':>14} {'table':>6} {'ratio':>6} | crowded draws")
     for n in (int(s) for s in args.sizes.split(",")):
-        for name, p_RxV in policies().items():
-            cdf_RxV = jax.jit(jax.vmap(sampler.two_level_cdf))(p_RxV)
+        for name, p_RxV in pols.items():
+            cdf_RxV = jax.jit(jax.vmap(lambda p: sampler.running_max_of_blocks(
+                sampler.two_level_cdf(p))))(p_RxV)
             u_RxN = jax.jit(jax.vmap(lambda k, c: jax.random.uniform(k, (n,)) * c[-1]))(  # noqa: B023
                 keys, cdf_RxV)
             searches = {}
