@@ -22,7 +22,7 @@ from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import hidden_states
 from catsim.llm.rl.config import Method, RLConfig, RunConfig
 from catsim.llm.rollout import Groups
-from catsim.llm.scoring import over_logit_chunks, token_logps
+from catsim.llm.scoring import grouped_token_logps, over_logit_chunks, token_logps
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives import rewards as rewards_lib
@@ -159,6 +159,33 @@ def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -
     return {"tokens": tokens, "real": real, "loss_mask": loss_mask, "adv": adv.astype(np.float32)}
 
 
+def shared_prompt_batch(batch: dict[str, np.ndarray], prompt_width: int, group_size: int) -> dict[str, np.ndarray]:
+    """The batch with each group's prompt once: prompt_tokens/prompt_real P x W (row p is the
+    prompt of rows p·n … p·n + n − 1), tokens/real B x M the completions, and every per-token
+    array B x M, completion-aligned (the B x (T−1) arrays from column W − 1 on). The update scores
+    it with `scoring.grouped_token_logps`: one prompt pass per group instead of one per rollout,
+    the same loss and gradient up to float rounding."""
+    w, n = prompt_width, group_size
+    prompts, prompt_real = batch["tokens"][::n, :w], batch["real"][::n, :w]
+    if batch["tokens"].shape[0] % n or not (
+            np.array_equal(np.repeat(prompts, n, axis=0), batch["tokens"][:, :w])
+            and np.array_equal(np.repeat(prompt_real, n, axis=0), batch["real"][:, :w])):
+        raise CatsimError(f"the batch's rows do not come in groups of {n} sharing a prompt")
+    out = {k: v[:, w - 1:] for k, v in batch.items() if k not in ("tokens", "real")}
+    return {**out, "prompt_tokens": prompts, "prompt_real": prompt_real, "tokens": batch["tokens"][:, w:],
+            "real": batch["real"][:, w:]}
+
+
+def batch_rows(batch: dict, start: int, size: int) -> dict:
+    """Rows [start, start + size) of a batch (either layout; in the shared-prompt one, `start` and
+    `size` are multiples of the group size and the prompt arrays are cut to the matching groups)."""
+    if "prompt_tokens" not in batch:
+        return {k: v[start:start + size] for k, v in batch.items()}
+    n = batch["tokens"].shape[0] // batch["prompt_tokens"].shape[0]
+    return {k: v[start // n:(start + size) // n] if k.startswith("prompt_") else v[start:start + size]
+            for k, v in batch.items()}
+
+
 def truncated_rows(groups: Groups) -> np.ndarray:
     """[P·N] bool: completions that hit max_new_tokens without a stop token."""
     return ~np.asarray(groups.finished, bool)
@@ -253,8 +280,9 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     update_fn(params, opt_state, batch, τ=1) -> (params, opt_state, metrics); batch holds tokens,
     real, loss_mask, adv and, optionally, old_logp (without it the behaviour policy is the current
     one: exact when the parameters have not moved since sampling, and one forward pass fewer) and
-    ref_logp. The parameters and optimiser state passed to update_fn are donated (their buffers are
-    reused for the result): callers keep only what it returns.
+    ref_logp; or the same in the layout of `shared_prompt_batch` (each group's prompt once, scored
+    by `scoring.grouped_token_logps`). The parameters and optimiser state passed to update_fn are
+    donated (their buffers are reused for the result): callers keep only what it returns.
 
     Log-probs and entropies are scored in chunks of positions (`catsim.llm.scoring`): no B x T x V
     logits exist; the entropy carries no gradient when its coefficient is 0 (it is still logged).
@@ -283,8 +311,13 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
                            entropy=False)
 
     def loss_fn(params, batch, temperature):
-        logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
-                                temperature=temperature)
+        if "prompt_tokens" in batch:  # `shared_prompt_batch`: each group's prompt runs once
+            logp, ent = grouped_token_logps(params, model_cfg, batch["prompt_tokens"], batch["prompt_real"],
+                                            batch["tokens"], batch["real"], activation_sharding,
+                                            temperature=temperature)
+        else:
+            logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
+                                    temperature=temperature)
         if cfg.objective.entropy_coef == 0:
             ent = jax.lax.stop_gradient(ent)  # logged only: no backward pass through it
         # no old_logp: the batch was sampled from these very parameters (one update per step)
