@@ -145,7 +145,7 @@ class Trainer:
 
     def put(self, batch):
         """A host batch on the device(s): sharded over the mesh, or plain arrays."""
-        return shard_batch(batch, self.mesh) if self.mesh is not None else jax.tree.map(jnp.asarray, batch)
+        return shard_batch(batch, self.mesh) if self.mesh is not None else jax.device_put(batch, jax.devices()[0])
 
     def sample(self, params, prompts, n: int, sampling: SamplingConfig, key) -> Groups:
         return sample_groups(params, self.model_cfg, self.tokenizer, self.task, prompts, n, sampling, key,
@@ -310,6 +310,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         from catsim.llm.model.sharding import place_on_mesh
 
         opt_state = place_on_mesh(opt_state, mesh)
+    else:  # committed to the device, as the update returns it: the second step reuses the first's program
+        opt_state = jax.device_put(opt_state, jax.devices()[0])
     # a copy: the update donates (consumes) the parameters it is given
     ref_params = jax.tree.map(jnp.copy, params) if needs_reference(cfg) else None
     settings = {k: v for k, v in cfg.flat().items()

@@ -68,9 +68,14 @@ def rewards_of(scores_PxN, cfg: RLConfig) -> jax.Array:
 
 def success_rates(scores_PxN, cfg: RLConfig) -> np.ndarray:
     """μ̂ = (R̄ − Rw)/(Rc − Rw) of each group ([P] float32), `objectives.advantages.success_rate`."""
+    return np.asarray(_success_rates(cfg, jnp.asarray(scores_PxN, jnp.float32)), np.float32)
+
+
+@functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
+def _success_rates(cfg: RLConfig, scores_PxN):
     o = cfg.objective
     rate = functools.partial(adv_lib.success_rate, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
-    return np.asarray(jax.vmap(rate)(rewards_of(scores_PxN, cfg)), np.float32)
+    return jax.vmap(rate)(rewards_of(scores_PxN, cfg))
 
 
 def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None,
@@ -94,15 +99,24 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
     scores = jnp.asarray(scores_PxN, jnp.float32)
     if scores.ndim != 2:
         raise CatsimError(f"scores must be P x N, got shape {scores.shape}")
+    focal.focal_weight(0.0, float(gamma))  # checks γ (a finite number ≥ 0) before the traced call
+    spec = cfg.method_spec()
+    if spec.overlong_shaping and lengths_PxN is None:
+        raise CatsimError("the overlong punishment needs the completion lengths")
     mask = (jnp.ones(scores.shape[0], jnp.float32) if group_mask_P is None
             else jnp.asarray(group_mask_P, jnp.float32))
-    mu = jnp.asarray(success_rates(scores, cfg) if success_rate_P is None else success_rate_P)
+    mu = _success_rates(cfg, scores) if success_rate_P is None else jnp.asarray(success_rate_P, jnp.float32)
+    lengths = None if lengths_PxN is None or not spec.overlong_shaping else jnp.asarray(lengths_PxN, jnp.float32)
+    adv, g = _advantages(cfg, scores, mask, mu, jnp.float32(gamma), lengths)
+    return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
+
+
+@functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
+def _advantages(cfg: RLConfig, scores, mask, mu, gamma, lengths_PxN):
     spec, o = cfg.method_spec(), cfg.objective
     kind = spec.advantage
     rewards = rewards_of(scores, cfg)
     if spec.overlong_shaping:
-        if lengths_PxN is None:
-            raise CatsimError("the overlong punishment needs the completion lengths")
         rewards = rewards + rewards_lib.overlong_penalty(
             jnp.asarray(lengths_PxN, jnp.float32), cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens,
             o.overlong_penalty).astype(jnp.float32)
@@ -111,11 +125,11 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
         base = jax.vmap(functools.partial(adv_lib.grpo, eps=o.adv_eps, ddof=ddof))(rewards)
     else:
         base = jax.vmap(adv_lib.ADVANTAGES[kind])(rewards)
-    g = focal.focal_weight(mu, float(gamma))
+    g = focal.focal_weight(mu, gamma)
     adv = g[:, None] * base * mask[:, None]
     if cfg.objective.batch_renorm:
         adv = adv_lib.batch_renormalise(adv, jnp.broadcast_to(mask[:, None], adv.shape))
-    return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
+    return adv, g
 
 
 # ----------------------------------------------------------------------------- the batch
@@ -172,8 +186,9 @@ def shared_prompt_batch(batch: dict[str, np.ndarray], prompt_width: int, group_s
             and np.array_equal(np.repeat(prompt_real, n, axis=0), batch["real"][:, :w])):
         raise CatsimError(f"the batch's rows do not come in groups of {n} sharing a prompt")
     out = {k: v[:, w - 1:] for k, v in batch.items() if k not in ("tokens", "real")}
-    return {**out, "prompt_tokens": prompts, "prompt_real": prompt_real, "tokens": batch["tokens"][:, w:],
-            "real": batch["real"][:, w:]}
+    out.update(prompt_tokens=prompts, prompt_real=prompt_real, tokens=batch["tokens"][:, w:],
+               real=batch["real"][:, w:])
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}  # plain copies to the device
 
 
 def batch_rows(batch: dict, start: int, size: int) -> dict:
