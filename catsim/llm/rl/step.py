@@ -99,7 +99,8 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
     scores = jnp.asarray(scores_PxN, jnp.float32)
     if scores.ndim != 2:
         raise CatsimError(f"scores must be P x N, got shape {scores.shape}")
-    focal.focal_weight(0.0, float(gamma))  # checks γ (a finite number ≥ 0) before the traced call
+    if not (np.isfinite(gamma) and gamma >= 0):  # the traced focal weight cannot check it
+        raise CatsimError(f"gamma must be a finite number >= 0, got {gamma}")
     spec = cfg.method_spec()
     if spec.overlong_shaping and lengths_PxN is None:
         raise CatsimError("the overlong punishment needs the completion lengths")
