@@ -245,31 +245,3 @@ def test_compile_cache_env(tmp_path):
     off = {"CATSIM_NO_COMPILE_CACHE": "1"}
     compile_cache_env(off)
     assert off == {"CATSIM_NO_COMPILE_CACHE": "1"}
-
-
-def test_warmed_widths_are_the_jitted_update(pol):
-    """`warm_widths` compiles the update at the other completion widths in the background; the
-    program `update` then takes for a batch of such a width is that one, and it computes what the
-    jitted update computes."""
-    from catsim.llm.rl import loop
-
-    cfg = RLConfig.from_flat(prompts_per_step=2, group_size=4, max_new_tokens=16)  # widths 8 and 16
-    fns = rl_step.make_functions(pol.cfg, cfg)
-    tr = loop.Trainer(cfg, None, pol.cfg, None, fns, None, None)
-    device = jax.devices()[0]
-    params = jax.device_put(jax.tree.map(jnp.copy, pol.params), device)
-    state = jax.device_put(fns.optimizer.init(params), device)
-
-    def shared(width):
-        batch = rl_step.build_batch(_sharing_groups(width), rl_step.compute_advantages(
-            _sharing_groups(width).scores, cfg, 0.0)[0], np.ones(2, np.float32))
-        return jax.device_put(rl_step.shared_prompt_batch(batch, 4, 4), device)
-
-    loop.warm_widths(tr, params, state, shared(16), 16).shutdown(wait=True)
-    warmed = loop._update_fn(tr, shared(8))
-    assert warmed is not fns.update and loop._update_fn(tr, shared(16)) is fns.update
-    copy = lambda t: jax.tree.map(jnp.copy, t)  # noqa: E731 -- both programs donate their inputs
-    p_a, _, m_a = warmed(copy(params), copy(state), shared(8), np.float32(1.0))
-    p_b, _, m_b = fns.update(copy(params), copy(state), shared(8), np.float32(1.0))
-    for a, b in zip(jax.tree.leaves((p_a, m_a)), jax.tree.leaves((p_b, m_b))):
-        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

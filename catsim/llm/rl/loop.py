@@ -39,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,7 +59,6 @@ from catsim.llm.rl.step import (
     batch_rows,
     build_batch,
     completion_width,
-    completion_widths,
     compute_advantages,
     filter_overlong,
     lr_at,
@@ -144,7 +142,6 @@ class Trainer:
     base_key: jax.Array
     mesh: Any = None
     chat_template: bool = False
-    compiled: dict = dataclasses.field(default_factory=dict)  # `warm_widths`: batch shapes -> Future
 
     def put(self, batch):
         """A host batch on the device(s): sharded over the mesh, or plain arrays."""
@@ -221,49 +218,6 @@ def score(tr: Trainer, params, ref_params, batch: dict, temperature: float = 1.0
     return {**batch, "ref_logp": np.concatenate(ref)} if ref else batch
 
 
-def _shapes(batch: dict) -> tuple:
-    return tuple(sorted((k, tuple(v.shape), str(v.dtype)) for k, v in batch.items()))
-
-
-def warm_widths(tr: Trainer, params, opt_state, mini: dict, width: int) -> ThreadPoolExecutor | None:
-    """Compile the update at the run's other completion widths (`step.completion_widths`, nearest
-    first) in a background thread, from the shapes and placements of the mini-batch `mini` at
-    `width`: `tr.compiled` maps each batch shape to the Future of its program, which `update`
-    calls (waiting if it is being compiled, compiling it itself if it is not started yet), so the
-    first step at a new width need not stop to trace and compile. One device only (None on a
-    mesh). `run_rl` warms only with JAX's persistent compilation cache on (the `catsim` command's
-    default), where each is mostly a cache load; without it, compiling widths the run may never
-    reach would cost seconds each."""
-    if tr.mesh is not None:
-        return None
-    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-    p_spec, o_spec = (jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), t)
-                      for t in (params, opt_state))
-
-    def compile_at(batch: dict):
-        try:
-            return tr.fns.update.lower(p_spec, o_spec, batch, jax.ShapeDtypeStruct((), np.float32)).compile()
-        except Exception:  # noqa: BLE001 -- `update` then compiles it at first use, as without warming
-            return None
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="catsim-warm-widths")
-    for m in sorted(set(completion_widths(tr.cfg.rollout.max_new_tokens)) - {width}, key=lambda m: abs(m - width)):
-        batch = {k: jax.ShapeDtypeStruct(v.shape if k.startswith("prompt_") else  # completion columns → m
-                                         (v.shape[0], v.shape[1] - width + m), v.dtype, sharding=device)
-                 for k, v in mini.items()}
-        tr.compiled[_shapes(batch)] = pool.submit(compile_at, batch)
-    return pool
-
-
-def _update_fn(tr: Trainer, mini: dict):
-    """The update program for the mini-batch's shapes: the warmed one (`warm_widths`) if it is
-    compiled or being compiled, else the jitted function."""
-    future = tr.compiled.get(_shapes(mini))
-    if future is None or future.cancel():  # not warmed, or not started: compile here
-        return tr.fns.update
-    return future.result() or tr.fns.update
-
-
 def update(tr: Trainer, params, opt_state, batch: dict, temperature: float = 1.0):
     """`ppo_epochs` passes of mini-batch updates at log-prob temperature τ; returns (params,
     opt_state, mean metrics). The params and opt_state passed in are consumed (donated)."""
@@ -272,7 +226,7 @@ def update(tr: Trainer, params, opt_state, batch: dict, temperature: float = 1.0
     for _ in range(tr.cfg.optimizer.ppo_epochs):
         for s0 in range(0, batch["tokens"].shape[0], mb):
             mini = tr.put(batch_rows(batch, s0, mb))
-            params, opt_state, m = _update_fn(tr, mini)(params, opt_state, mini, tau)
+            params, opt_state, m = tr.fns.update(params, opt_state, mini, tau)
             for k, v in to_host(m).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             updates += 1
@@ -378,7 +332,6 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                    disable=not (progress and run.primary), dynamic_ncols=True)
         log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}")
         saved = logged = moved = start  # the step of the last state save / log record / `params`
-        warming = None  # the thread pool of `warm_widths`
         try:
             with bar, log:
                 for step in range(start, end):
@@ -402,11 +355,6 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         if shares_prompts(tr):
                             batch = shared_prompt_batch(batch, groups.prompt_tokens.shape[1], cfg.group_size)
                         params, opt_state, means = update(tr, params, opt_state, batch, tau)
-                        # the other widths' programs from the compilation cache, after the first update
-                        # (with which they would compete)
-                        if step == start and jax.config.jax_compilation_cache_dir:
-                            warming = warm_widths(tr, params, opt_state, batch_rows(batch, 0, cfg.mini_batch),
-                                                  groups.tokens.shape[1])
                         moved = step + 1
                         record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
                         record.update(asym_stats)
@@ -435,9 +383,6 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 except RuntimeError:  # Ctrl-C inside an update whose inputs were donated:
                     pass  # the last periodic save stands
             raise
-        finally:
-            if warming is not None:  # no compilation left running as the process winds down
-                warming.shutdown(cancel_futures=True)
         if end == cfg.steps:
             run.save_model("model", tr.model_cfg, params, tr.tokenizer, extra={rundir.TASK_FILE: spec})
     barrier(f"catsim-rl-end-{fp}-{end}")
