@@ -1,8 +1,11 @@
 """The RL step's shortcuts change nothing they should not: bucketed widths equal full-width
-training, the update's own behaviour log-probs equal a separate pass, tempered log-probs are the
+training, one prompt pass per group equals full rows, the update's own behaviour log-probs equal a
+separate pass, tempered log-probs are the
 sampling distribution's, no reference without KL, donated buffers, the compilation-cache switch."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -83,6 +86,66 @@ def test_bucketed_training_equals_full_width_training(pol, method):
     for key in ("loss", "entropy", "kl", "clip_low_frac", "clip_high_frac"):
         np.testing.assert_allclose(m_cut[key], m_full[key], rtol=1e-5, atol=1e-7, err_msg=key)
     assert float(m_full["loss"]) != 0.0
+
+
+def _sharing_groups(width: int = 8, seed: int = 0) -> Groups:
+    """`_groups` with each group's rows sharing their prompt (group 0 left-padded)."""
+    g = _groups(width, seed)
+    prompt = np.repeat(g.prompt_tokens[::4], 4, axis=0)
+    pmask = np.repeat(g.prompt_mask[::4], 4, axis=0)
+    return dataclasses.replace(g, prompt_tokens=np.where(pmask, prompt, 0), prompt_mask=pmask)
+
+
+@pytest.mark.parametrize("micro", [0, 4])
+def test_shared_prompt_training_equals_full_rows(pol, micro):
+    """Each group's prompt run once, its keys and values shared by the group's completions
+    (`shared_prompt_batch`), gives the loss, metrics and gradient of the full rows; so does
+    gradient accumulation over micro-batches of whole groups."""
+    cfg = _cfg(kl_coef=0.1, entropy_coef=0.01, micro_batch_size=micro)
+    fns = rl_step.make_functions(pol.cfg, cfg)
+    groups = _sharing_groups()
+    full = _batch(groups, cfg)
+    logp = fns.logp(pol.params, full["tokens"], full["real"])[0]
+    full["old_logp"], full["ref_logp"] = logp - 0.05, logp + 0.03
+    shared = rl_step.shared_prompt_batch(jax.tree.map(np.asarray, full), 4, 4)
+    assert shared["prompt_tokens"].shape == (2, 4) and shared["tokens"].shape == (8, 8)
+    assert shared["loss_mask"].shape == shared["old_logp"].shape == (8, 8)
+    g_full, m_full = fns.grads(pol.params, full)
+    g_shared, m_shared = fns.grads(pol.params, jax.tree.map(jnp.asarray, shared))
+    _assert_grads_close(g_shared, g_full, terms=8 * 11 * (pol.cfg.num_layers + 1))
+    for key in ("loss", "entropy", "kl", "clip_low_frac", "clip_high_frac"):
+        np.testing.assert_allclose(m_shared[key], m_full[key], rtol=1e-5, atol=1e-7, err_msg=key)
+    assert float(m_full["loss"]) != 0.0
+    one_group = rl_step.batch_rows(shared, 4, 4)  # rows 4..7: the second group and its prompt
+    np.testing.assert_array_equal(one_group["prompt_tokens"], shared["prompt_tokens"][1:])
+    np.testing.assert_array_equal(one_group["tokens"], shared["tokens"][4:])
+
+
+def test_shared_prompt_batch_rejects_rows_that_do_not_share_prompts():
+    cfg = _cfg()
+    batch = rl_step.build_batch(_groups(8), rl_step.compute_advantages(_groups(8).scores, cfg, 0.0)[0],
+                                np.ones(2, np.float32))
+    with pytest.raises(Exception, match="sharing a prompt"):
+        rl_step.shared_prompt_batch(batch, 4, 4)  # _groups draws every row's prompt on its own
+
+
+def test_grouped_token_logps_equal_full_rows(pol):
+    """The completions' log-probs and entropies through the shared prompt pass, at τ ≠ 1, equal
+    those of the concatenated rows at the completion targets."""
+    from catsim.llm.scoring import grouped_token_logps, token_logps
+
+    g = _sharing_groups(6, seed=3)
+    tokens = np.concatenate([g.prompt_tokens, g.tokens], axis=1)
+    real = np.concatenate([g.prompt_mask, g.mask], axis=1)
+    want, want_ent = token_logps(pol.params, pol.cfg, tokens, real, temperature=0.7)
+    got, got_ent = grouped_token_logps(pol.params, pol.cfg, g.prompt_tokens[::4], g.prompt_mask[::4], g.tokens,
+                                       g.mask, temperature=0.7)
+    assert got.shape == g.tokens.shape
+    # float32 sums of a few dozen terms, log-probs of magnitude up to ~10
+    atol = EPS * 64 * max(1.0, float(np.max(np.abs(want))))
+    np.testing.assert_allclose(np.where(g.mask, got, 0), np.where(g.mask, np.asarray(want)[:, 3:], 0), atol=atol)
+    np.testing.assert_allclose(np.where(g.mask, got_ent, 0), np.where(g.mask, np.asarray(want_ent)[:, 3:], 0),
+                               atol=atol)
 
 
 def test_update_without_old_logp_equals_a_separate_behaviour_pass(pol):

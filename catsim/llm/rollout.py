@@ -190,14 +190,24 @@ def generate(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_
 def left_pad(prompts: list[list[int]], pad_token: int = 0,
              length: int | None = None) -> tuple[jax.Array, jax.Array]:
     """Left-pad token lists into (prompt_BxP int32, mask_BxP bool); `length` fixes P."""
+    tokens, mask = _left_pad(prompts, pad_token, length)
+    return jnp.asarray(tokens), jnp.asarray(mask)
+
+
+def _left_pad(prompts: list[list[int]], pad_token: int = 0,
+              length: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """`left_pad` as numpy arrays (host-side batch assembly: no device ops)."""
     if not prompts or any(len(p) == 0 for p in prompts):
         raise CatsimError("every prompt must have at least one token")
     width = max(len(p) for p in prompts) if length is None else length
     if width < max(len(p) for p in prompts):
         raise CatsimError(f"prompt longer than the padded length {width}")
-    tokens = [[pad_token] * (width - len(p)) + list(p) for p in prompts]
-    mask = [[False] * (width - len(p)) + [True] * len(p) for p in prompts]
-    return jnp.asarray(tokens, jnp.int32), jnp.asarray(mask, bool)
+    tokens = np.full((len(prompts), width), pad_token, np.int32)
+    mask = np.zeros((len(prompts), width), bool)
+    for row, p in enumerate(prompts):
+        tokens[row, width - len(p):] = p
+        mask[row, width - len(p):] = True
+    return tokens, mask
 
 
 def bucket(length: int, floor: int = 16) -> int:
@@ -304,7 +314,7 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
     if width is None:
         width = -(-longest // pad_multiple) * pad_multiple
     rows = [(i, s) for i in range(len(prompts)) for s in range(n)]
-    prompt_tokens, prompt_mask = left_pad([encoded[i] for i, _ in rows], length=width)
+    prompt_tokens, prompt_mask = _left_pad([encoded[i] for i, _ in rows], length=width)
     prompt_ids = np.asarray([indices[i] for i, _ in rows], np.int32)
     sample_ids = np.asarray([s for _, s in rows], np.int32)
     size = batch_size or len(rows)
@@ -315,7 +325,7 @@ def sample_groups(params, model_cfg, tokenizer, task, prompts, n: int, sampling:
         real = len(sl)
         if pad_rows and real < size:  # one compiled shape for every call; padded rows dropped
             sl = np.concatenate([sl, np.full(size - real, sl[-1])])
-        args = (prompt_tokens[sl], prompt_mask[sl], jnp.asarray(prompt_ids[sl]), jnp.asarray(sample_ids[sl]))
+        args = (prompt_tokens[sl], prompt_mask[sl], prompt_ids[sl], sample_ids[sl])
         if mesh is not None:
             args = shard_batch(args, mesh)
         out = generate(params, model_cfg, sampling, args[0], args[1], key, args[2], args[3],

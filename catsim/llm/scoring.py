@@ -16,13 +16,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.llm.model.config import ModelConfig
-from catsim.llm.model.transformer import Params, hidden_states, output_logits
+from catsim.llm.model.transformer import (
+    KVCache,
+    Params,
+    default_positions,
+    forward_cached,
+    hidden_states,
+    init_cache,
+    output_logits,
+)
 from catsim.objectives import losses
 
 # Largest logits slice formed at once, in float32 elements (128 MiB): positions are scored in
 # chunks of ⌊LOGIT_CHUNK_ELEMENTS / (B·V)⌋ so that B x T x V logits never exist (a 0.5B-shape
 # vocabulary of 151,936 at B = 1 scores 220 positions per chunk; the maze model's whole batch at once).
 LOGIT_CHUNK_ELEMENTS = 1 << 25
+
+# Models of at most this many layers run the shared-prompt training pass with the layer loop
+# unrolled (`forward_cached(unroll=True)`): on the CPU the backward pass of the rolled loop spends
+# most of a small model's time copying per-layer residuals in and out of stacked buffers (the
+# maze model's update: about 2x faster unrolled); deeper models keep one compiled block.
+UNROLL_MAX_LAYERS = 8
 
 
 def chunk_positions(batch: int, positions: int, vocab: int, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
@@ -77,6 +91,47 @@ def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, ac
         return (logp, losses.entropy(logits_BxCxV)) if entropy else (logp, None)
 
     return over_logit_chunks(params, model_cfg, h_BxTxD, per_chunk, (tokens_BxT[:, 1:],), chunk)
+
+
+def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prompt_real_PxW, tokens_BxM,
+                        real_BxM, activation_sharding=None, *, temperature=1.0, entropy: bool = True,
+                        chunk: int | None = None):
+    """`token_logps` of the completions of groups that share their prompt, each prompt run once.
+
+    Row b (of B = P·n, prompt-major) is prompt row b // n of `prompt_PxW` (left-padded) followed
+    by completion row b of `tokens_BxM` (`real_BxM` marks its tokens). The prompts go through the
+    model once each, their keys and values are handed to all n completions of the group (a KV
+    cache), and the completions go through attending to them: the same numbers as `token_logps`
+    of the concatenated rows at the completion targets (up to float rounding), for P·W + B·(M−1)
+    positions instead of B·(W+M), and gradients flow through the shared prompt pass.
+
+    Returns (log-probs, entropies or None), B x M: entry j scores completion token j.
+    """
+    p, w = prompt_PxW.shape
+    b, m = tokens_BxM.shape
+    n = b // p
+    prompt_real_PxW = prompt_real_PxW.astype(bool)
+    unroll = model_cfg.num_layers <= UNROLL_MAX_LAYERS
+    cache = init_cache(model_cfg, p, w + m - 1)
+    h_last_Px1xD, cache = forward_cached(params, model_cfg, prompt_PxW, default_positions(prompt_real_PxW),
+                                         prompt_real_PxW, cache, last_only=True, hidden=True, unroll=unroll,
+                                         activation_sharding=activation_sharding)
+    h_BxMxD = jnp.repeat(h_last_Px1xD, n, axis=0)
+    if m > 1:
+        cache = KVCache(jnp.repeat(cache.k_LxBxSxKxE, n, axis=1), jnp.repeat(cache.v_LxBxSxKxE, n, axis=1),
+                        jnp.repeat(cache.valid_BxS, n, axis=0), cache.index)
+        start_B = jnp.repeat(jnp.sum(prompt_real_PxW, axis=1, dtype=jnp.int32), n)
+        positions_BxM = start_B[:, None] + jnp.arange(m - 1, dtype=jnp.int32)[None]
+        h_comp, _ = forward_cached(params, model_cfg, tokens_BxM[:, :-1], positions_BxM, real_BxM[:, :-1],
+                                   cache, hidden=True, unroll=unroll, activation_sharding=activation_sharding)
+        h_BxMxD = jnp.concatenate([h_BxMxD, h_comp], axis=1)
+
+    def per_chunk(logits_BxCxV, targets_BxC):
+        logits_BxCxV = logits_BxCxV / temperature
+        logp = losses.action_log_probs(logits_BxCxV, targets_BxC)
+        return (logp, losses.entropy(logits_BxCxV)) if entropy else (logp, None)
+
+    return over_logit_chunks(params, model_cfg, h_BxMxD, per_chunk, (tokens_BxM,), chunk)
 
 
 @functools.lru_cache(maxsize=8)

@@ -286,16 +286,19 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int) -> KVCache:
                    jnp.zeros((batch, max_len), bool), jnp.zeros((), jnp.int32))
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "last_only", "activation_sharding"))
+@functools.partial(jax.jit, static_argnames=("cfg", "last_only", "hidden", "unroll", "activation_sharding"))
 def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, positions_BxT: jax.Array,
-                   mask_BxT: jax.Array, cache: KVCache, *, last_only: bool = False,
-                   activation_sharding: Any = None) -> tuple[jax.Array, KVCache]:
+                   mask_BxT: jax.Array, cache: KVCache, *, last_only: bool = False, hidden: bool = False,
+                   unroll: int | bool = 1, activation_sharding: Any = None) -> tuple[jax.Array, KVCache]:
     """Run T new tokens per sequence against the cache; write their keys/values into slots
     [cache.index, cache.index + T). Use it for the prefill (T = prompt length) and for each decode
     step (T = 1). Query slot i attends to filled, valid slots <= i.
 
     Returns (logits float32, B x T x V — or B x 1 x V for the last position when `last_only`;
-    the updated cache). The caller must keep cache.index + T <= S.
+    the updated cache). hidden: the final hidden states B x T x D (`hidden_states`) instead of
+    the logits. unroll: `lax.scan`'s unroll of the layer loop (True: straight-line code, which
+    spares a small model's backward pass the stacking of per-layer residuals; compile time grows
+    with depth). The caller must keep cache.index + T <= S.
     """
     _check_tokens(tokens_BxT)
     t = tokens_BxT.shape[1]
@@ -327,11 +330,13 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
     x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
     (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), _ = jax.lax.scan(
         block, (x_BxTxD, cache.k_LxBxSxKxE, cache.v_LxBxSxKxE),
-        (params["layers"], jnp.arange(cfg.num_layers)))
+        (params["layers"], jnp.arange(cfg.num_layers)), unroll=unroll)
     if last_only:
         x_BxTxD = x_BxTxD[:, -1:]
-    logits = _logits(params, cfg, x_BxTxD)
-    return logits, KVCache(k_LxBxSxKxE, v_LxBxSxKxE, valid_BxS, start + t)
+    cache = KVCache(k_LxBxSxKxE, v_LxBxSxKxE, valid_BxS, start + t)
+    if hidden:
+        return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps), cache
+    return _logits(params, cfg, x_BxTxD), cache
 
 
 def cast_params(params: Params, dtype: str) -> Params:

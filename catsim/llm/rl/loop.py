@@ -14,7 +14,9 @@ uninterrupted one exactly:
    asym-GRPO reads them, reference log-probs only when kl_coef > 0 (`catsim.llm.scoring`, at the
    rollout temperature by default), the asym-GRPO components if on;
 3. update: `ppo_epochs` passes of mini-batch optimizer updates (`step.make_functions`; with one
-   update per step the behaviour log-probs come out of the update's own forward pass);
+   update per step the behaviour log-probs come out of the update's own forward pass); each
+   group's prompt goes through the model once, its keys and values shared by the group's
+   completions (`shares_prompts`, `step.shared_prompt_batch`);
 4. record: one `rl_log.jsonl` line (`STEP_METRICS`), safeguard warnings, state saves, snapshots.
 
 Files in the output directory:
@@ -54,6 +56,7 @@ from catsim.llm.rl.asym import asymmetric_batch
 from catsim.llm.rl.config import RLConfig
 from catsim.llm.rl.step import (
     Functions,
+    batch_rows,
     build_batch,
     completion_width,
     compute_advantages,
@@ -61,6 +64,7 @@ from catsim.llm.rl.step import (
     lr_at,
     make_functions,
     select_active_groups,
+    shared_prompt_batch,
     step_prompt_indices,
     success_rates,
     trim_completions,
@@ -143,7 +147,7 @@ class Trainer:
 
     def put(self, batch):
         """A host batch on the device(s): sharded over the mesh, or plain arrays."""
-        return shard_batch(batch, self.mesh) if self.mesh is not None else jax.tree.map(jnp.asarray, batch)
+        return shard_batch(batch, self.mesh) if self.mesh is not None else jax.device_put(batch, jax.devices()[0])
 
     def sample(self, params, prompts, n: int, sampling: SamplingConfig, key) -> Groups:
         return sample_groups(params, self.model_cfg, self.tokenizer, self.task, prompts, n, sampling, key,
@@ -189,11 +193,23 @@ def needs_old_logp(cfg: RLConfig) -> bool:
     return cfg.updates_per_step > 1 or cfg.any_asym  # asym-GRPO ranks rollouts by log π̄
 
 
+def shares_prompts(tr: Trainer) -> bool:
+    """Whether the update runs each group's prompt once (`step.shared_prompt_batch`): groups of
+    more than one rollout, mini- and micro-batches of whole groups (on a mesh, a multiple of the
+    device count of groups per micro-batch), and no remat (the shared pass keeps its activations)."""
+    cfg, n = tr.cfg, tr.cfg.group_size
+    if n < 2 or cfg.mini_batch % n or cfg.micro_batch % n or tr.model_cfg.remat:
+        return False
+    return tr.mesh is None or (cfg.micro_batch // n) % tr.mesh.devices.size == 0
+
+
 def score(tr: Trainer, params, ref_params, batch: dict, temperature: float = 1.0) -> dict:
     """Behaviour-policy (if `needs_old_logp`) and reference (if `ref_params`) token log-probs of the
     batch at log-prob temperature τ, one micro-batch at a time."""
     old, ref = [], []
     want_old, tau = needs_old_logp(tr.cfg), np.float32(temperature)
+    if not want_old and ref_params is None:
+        return batch
     for s0 in range(0, batch["tokens"].shape[0], tr.cfg.micro_batch):
         chunk = tr.put({k: batch[k][s0:s0 + tr.cfg.micro_batch] for k in ("tokens", "real")})
         if want_old:
@@ -211,7 +227,7 @@ def update(tr: Trainer, params, opt_state, batch: dict, temperature: float = 1.0
     updates, mb, tau = 0, tr.cfg.mini_batch, np.float32(temperature)
     for _ in range(tr.cfg.optimizer.ppo_epochs):
         for s0 in range(0, batch["tokens"].shape[0], mb):
-            mini = tr.put({k: v[s0:s0 + mb] for k, v in batch.items()})
+            mini = tr.put(batch_rows(batch, s0, mb))
             params, opt_state, m = tr.fns.update(params, opt_state, mini, tau)
             for k, v in to_host(m).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
@@ -296,6 +312,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         from catsim.llm.model.sharding import place_on_mesh
 
         opt_state = place_on_mesh(opt_state, mesh)
+    else:  # committed to the device, as the update returns it: the second step reuses the first's program
+        opt_state = jax.device_put(opt_state, jax.devices()[0])
     # a copy: the update donates (consumes) the parameters it is given
     ref_params = jax.tree.map(jnp.copy, params) if needs_reference(cfg) else None
     settings = {k: v for k, v in cfg.flat().items()
@@ -336,6 +354,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         if cfg.any_asym:
                             batch, asym_stats = asymmetric_batch(batch, groups, adv, c.group_mask, cfg, tr.fns, params,
                                                                  tr.put, focal_P=g)
+                        if shares_prompts(tr):
+                            batch = shared_prompt_batch(batch, groups.prompt_tokens.shape[1], cfg.group_size)
                         params, opt_state, means = update(tr, params, opt_state, batch, tau)
                         moved = step + 1
                         record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)

@@ -22,7 +22,7 @@ from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import hidden_states
 from catsim.llm.rl.config import Method, RLConfig, RunConfig
 from catsim.llm.rollout import Groups
-from catsim.llm.scoring import over_logit_chunks, token_logps
+from catsim.llm.scoring import grouped_token_logps, over_logit_chunks, token_logps
 from catsim.objectives import advantages as adv_lib
 from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives import rewards as rewards_lib
@@ -68,9 +68,14 @@ def rewards_of(scores_PxN, cfg: RLConfig) -> jax.Array:
 
 def success_rates(scores_PxN, cfg: RLConfig) -> np.ndarray:
     """μ̂ = (R̄ − Rw)/(Rc − Rw) of each group ([P] float32), `objectives.advantages.success_rate`."""
+    return np.asarray(_success_rates(cfg, jnp.asarray(scores_PxN, jnp.float32)), np.float32)
+
+
+@functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
+def _success_rates(cfg: RLConfig, scores_PxN):
     o = cfg.objective
     rate = functools.partial(adv_lib.success_rate, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
-    return np.asarray(jax.vmap(rate)(rewards_of(scores_PxN, cfg)), np.float32)
+    return jax.vmap(rate)(rewards_of(scores_PxN, cfg))
 
 
 def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None,
@@ -94,15 +99,25 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
     scores = jnp.asarray(scores_PxN, jnp.float32)
     if scores.ndim != 2:
         raise CatsimError(f"scores must be P x N, got shape {scores.shape}")
+    if not (np.isfinite(gamma) and gamma >= 0):  # the traced focal weight cannot check it
+        raise CatsimError(f"gamma must be a finite number >= 0, got {gamma}")
+    spec = cfg.method_spec()
+    if spec.overlong_shaping and lengths_PxN is None:
+        raise CatsimError("the overlong punishment needs the completion lengths")
     mask = (jnp.ones(scores.shape[0], jnp.float32) if group_mask_P is None
             else jnp.asarray(group_mask_P, jnp.float32))
-    mu = jnp.asarray(success_rates(scores, cfg) if success_rate_P is None else success_rate_P)
+    mu = _success_rates(cfg, scores) if success_rate_P is None else jnp.asarray(success_rate_P, jnp.float32)
+    lengths = None if lengths_PxN is None or not spec.overlong_shaping else jnp.asarray(lengths_PxN, jnp.float32)
+    adv, g = _advantages(cfg, scores, mask, mu, jnp.float32(gamma), lengths)
+    return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
+
+
+@functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
+def _advantages(cfg: RLConfig, scores, mask, mu, gamma, lengths_PxN):
     spec, o = cfg.method_spec(), cfg.objective
     kind = spec.advantage
     rewards = rewards_of(scores, cfg)
     if spec.overlong_shaping:
-        if lengths_PxN is None:
-            raise CatsimError("the overlong punishment needs the completion lengths")
         rewards = rewards + rewards_lib.overlong_penalty(
             jnp.asarray(lengths_PxN, jnp.float32), cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens,
             o.overlong_penalty).astype(jnp.float32)
@@ -111,11 +126,11 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
         base = jax.vmap(functools.partial(adv_lib.grpo, eps=o.adv_eps, ddof=ddof))(rewards)
     else:
         base = jax.vmap(adv_lib.ADVANTAGES[kind])(rewards)
-    g = focal.focal_weight(mu, float(gamma))
+    g = focal.focal_weight(mu, gamma)
     adv = g[:, None] * base * mask[:, None]
     if cfg.objective.batch_renorm:
         adv = adv_lib.batch_renormalise(adv, jnp.broadcast_to(mask[:, None], adv.shape))
-    return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
+    return adv, g
 
 
 # ----------------------------------------------------------------------------- the batch
@@ -157,6 +172,34 @@ def build_batch(groups: Groups, adv_PxN: np.ndarray, group_mask_P: np.ndarray) -
     loss_mask = resp * row_weight[:, None]
     adv = adv_PxN.reshape(-1)[:, None] * resp
     return {"tokens": tokens, "real": real, "loss_mask": loss_mask, "adv": adv.astype(np.float32)}
+
+
+def shared_prompt_batch(batch: dict[str, np.ndarray], prompt_width: int, group_size: int) -> dict[str, np.ndarray]:
+    """The batch with each group's prompt once: prompt_tokens/prompt_real P x W (row p is the
+    prompt of rows p·n … p·n + n − 1), tokens/real B x M the completions, and every per-token
+    array B x M, completion-aligned (the B x (T−1) arrays from column W − 1 on). The update scores
+    it with `scoring.grouped_token_logps`: one prompt pass per group instead of one per rollout,
+    the same loss and gradient up to float rounding."""
+    w, n = prompt_width, group_size
+    prompts, prompt_real = batch["tokens"][::n, :w], batch["real"][::n, :w]
+    if batch["tokens"].shape[0] % n or not (
+            np.array_equal(np.repeat(prompts, n, axis=0), batch["tokens"][:, :w])
+            and np.array_equal(np.repeat(prompt_real, n, axis=0), batch["real"][:, :w])):
+        raise CatsimError(f"the batch's rows do not come in groups of {n} sharing a prompt")
+    out = {k: v[:, w - 1:] for k, v in batch.items() if k not in ("tokens", "real")}
+    out.update(prompt_tokens=prompts, prompt_real=prompt_real, tokens=batch["tokens"][:, w:],
+               real=batch["real"][:, w:])
+    return {k: np.ascontiguousarray(v) for k, v in out.items()}  # plain copies to the device
+
+
+def batch_rows(batch: dict, start: int, size: int) -> dict:
+    """Rows [start, start + size) of a batch (either layout; in the shared-prompt one, `start` and
+    `size` are multiples of the group size and the prompt arrays are cut to the matching groups)."""
+    if "prompt_tokens" not in batch:
+        return {k: v[start:start + size] for k, v in batch.items()}
+    n = batch["tokens"].shape[0] // batch["prompt_tokens"].shape[0]
+    return {k: v[start // n:(start + size) // n] if k.startswith("prompt_") else v[start:start + size]
+            for k, v in batch.items()}
 
 
 def truncated_rows(groups: Groups) -> np.ndarray:
@@ -253,8 +296,9 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     update_fn(params, opt_state, batch, τ=1) -> (params, opt_state, metrics); batch holds tokens,
     real, loss_mask, adv and, optionally, old_logp (without it the behaviour policy is the current
     one: exact when the parameters have not moved since sampling, and one forward pass fewer) and
-    ref_logp. The parameters and optimiser state passed to update_fn are donated (their buffers are
-    reused for the result): callers keep only what it returns.
+    ref_logp; or the same in the layout of `shared_prompt_batch` (each group's prompt once, scored
+    by `scoring.grouped_token_logps`). The parameters and optimiser state passed to update_fn are
+    donated (their buffers are reused for the result): callers keep only what it returns.
 
     Log-probs and entropies are scored in chunks of positions (`catsim.llm.scoring`): no B x T x V
     logits exist; the entropy carries no gradient when its coefficient is 0 (it is still logged).
@@ -283,8 +327,13 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
                            entropy=False)
 
     def loss_fn(params, batch, temperature):
-        logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
-                                temperature=temperature)
+        if "prompt_tokens" in batch:  # `shared_prompt_batch`: each group's prompt runs once
+            logp, ent = grouped_token_logps(params, model_cfg, batch["prompt_tokens"], batch["prompt_real"],
+                                            batch["tokens"], batch["real"], activation_sharding,
+                                            temperature=temperature)
+        else:
+            logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
+                                    temperature=temperature)
         if cfg.objective.entropy_coef == 0:
             ent = jax.lax.stop_gradient(ent)  # logged only: no backward pass through it
         # no old_logp: the batch was sampled from these very parameters (one update per step)
