@@ -246,6 +246,20 @@ def test_published_numbers_are_read_before_the_run(tmp_path):
         reproduction.load_published(True, ["sim"], pub=pub)
 
 
+def test_written_references_record_the_checkout_as_it_was_before_the_run(tmp_path, monkeypatch):
+    """A step writes into figures/ (the LLM report) before the references are written: the record
+    must describe the checkout before the run, not one those writes made '+dirty'."""
+    from catsim.experiments import provenance
+
+    pub, runs = _setup(tmp_path, TABLE_1)
+    calls = iter([{"git_commit": "abc"}, {"git_commit": "abc+dirty"}, {"git_commit": "abc+dirty"}])
+    monkeypatch.setattr(provenance, "collect", lambda: next(calls))
+    published = reproduction.load_published(True, ["sim"], pub=pub)
+    reproduction.check_reproduction(published, runs, ["sim"], write=True, log=lambda line: None)
+    records = agreement.reference_provenance(pub / reproduction.QUICK_REFERENCE)
+    assert records["sim"]["git_commit"] == "abc"
+
+
 def _cli(tmp_path, *extra):
     return main(["reproduce", "--figures", str(tmp_path / "fig"), "--runs", str(tmp_path / "runs"),
                  "--skip", "mass,verify,sim,llm", *extra])

@@ -57,6 +57,9 @@ class PublishedNumbers:
     numbers: dict[str, dict[str, Published]]  # {step: {quantity: Published}}
     records: dict[str, dict | None]  # {step: provenance record of the published numbers}
     notes: list[str]  # steps without published numbers
+    # provenance of this checkout and machine, taken before the run: a step that writes into
+    # figures/ (the LLM report and plots) must not make the record of a clean checkout "+dirty"
+    here: dict | None = None
 
 
 def load_published(quick: bool, steps: Iterable[str], *, pub: Path | None = None,
@@ -76,6 +79,9 @@ def load_published(quick: bool, steps: Iterable[str], *, pub: Path | None = None
         if ref is not None and (pub / ref).exists():
             refs.update(load_reference(pub / ref))
             records.update(reference_provenance(pub / ref))
+    from catsim.experiments import provenance
+
+    here = provenance.collect()
     numbers: dict[str, dict[str, Published]] = {}
     notes = []
     for step in steps:
@@ -93,7 +99,7 @@ def load_published(quick: bool, steps: Iterable[str], *, pub: Path | None = None
                 records[step] = results.get("provenance")
         elif step in THEORY_STEPS or step in RUN_OUTPUTS:
             notes.append(f"{step}: no published numbers in {pub}")
-    return PublishedNumbers(pub, quick, numbers, records, notes)
+    return PublishedNumbers(pub, quick, numbers, records, notes, here)
 
 
 def regenerated_numbers(runs: Path, quick: bool, steps: Iterable[str]
@@ -120,14 +126,16 @@ def regenerated_numbers(runs: Path, quick: bool, steps: Iterable[str]
 
 
 def _publish(pub: Path, runs: Path, quick: bool, now: Mapping[str, Mapping[str, float]],
-             log) -> None:
-    """Make this run's numbers the published ones (`catsim reproduce --write-references`)."""
+             log, record: dict | None = None) -> None:
+    """Make this run's numbers the published ones (`catsim reproduce --write-references`).
+    record: the provenance taken before the run (default: now)."""
     import shutil
 
     from catsim.experiments import provenance
     from catsim.experiments import published as src
 
-    record = provenance.collect()  # before writing: the files written here do not make it dirty
+    if record is None:
+        record = provenance.collect()
     theory = {s: src.theory_published(now[s]) for s in THEORY_STEPS if s in now}
     if theory:
         write_reference(pub / THEORY_REFERENCE, theory, "Lemma 3.1 peaks and mass-step numbers",
@@ -178,20 +186,21 @@ def check_reproduction(published: PublishedNumbers, runs: Path | str, steps: Ite
         log(f"note: {note}")
     if extra:
         log(f"note: {extra} regenerated numbers have no published value (not compared)")
-    _log_provenance(expected, published.records, log)
+    _log_provenance(expected, published.records, log, published.here)
     identical = sum(r.identical for r in rows)
     log(f"{summary(rows)} ({identical} identical to the published digits)")
     if write:
-        _publish(pub, runs, quick, now, log)
+        _publish(pub, runs, quick, now, log, published.here)
     failed = not rows or any(not r.agrees for r in rows)
     return 1 if strict and failed else 0
 
 
-def _log_provenance(expected: Mapping, records: Mapping[str, dict | None], log) -> None:
+def _log_provenance(expected: Mapping, records: Mapping[str, dict | None], log,
+                    here: dict | None = None) -> None:
     """Say whether bit-identical numbers can be expected: which determining fields differ."""
     from catsim.experiments import provenance
 
-    here = provenance.collect()
+    here = provenance.collect() if here is None else here
     for step in expected:
         diff = provenance.differences(records.get(step), here)
         setup = [d for d in diff if not d.startswith("git_commit:")]
