@@ -317,6 +317,28 @@ def test_collect_and_differences(tmp_path):
     assert provenance.stamp({"a": 1})["a"] == 1
 
 
+def test_git_commit_dirty_only_for_changes_outside_figures(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None:
+        pytest.skip("git not installed")
+    repo = tmp_path / "repo"
+    (repo / "figures").mkdir(parents=True)
+    (repo / "figures" / "table.txt").write_text("1\n")
+    (repo / "code.py").write_text("x = 1\n")
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t"}
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run(["git", "-C", str(repo), *cmd], check=True, env=env)
+    clean = provenance.git_commit(repo)
+    assert clean is not None and not clean.endswith("+dirty")
+    (repo / "figures" / "table.txt").write_text("2\n")  # a run rewrote a published output
+    assert provenance.git_commit(repo) == clean
+    (repo / "code.py").write_text("x = 2\n")
+    assert provenance.git_commit(repo) == clean + "+dirty"
+
+
 def test_full_run_reads_the_published_files_and_write_publishes_this_run(tmp_path):
     pub, runs = tmp_path / "pub", tmp_path / "runs"
     pub.mkdir()

@@ -45,15 +45,16 @@ def cpu_info(cpuinfo: str | None = None) -> tuple[str, list[str]]:
 
 def git_commit(path: Path | str | None = None) -> str | None:
     """The commit of the checkout holding `path` (default: this package), '+dirty' when it has
-    uncommitted changes; None outside a git checkout or without git."""
+    uncommitted changes outside `figures/` (the published outputs, which a reproduction run itself
+    rewrites, do not change what the code computes); None outside a git checkout or without git."""
     where = Path(path) if path is not None else Path(__file__).resolve().parents[2]
     try:
         head = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
                               text=True, timeout=10)
         if head.returncode != 0:
             return None
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30)
+        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no",
+                                "--", ".", ":(exclude)figures"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
