@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,12 +295,12 @@ def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenize
         stale.unlink(missing_ok=True)
     metadata = {"format": "pt"}
     if len(shards) == 1:
-        st.numpy.save_file(shards[0], str(directory / SINGLE_FILE), metadata=metadata)
+        _save_weights(st, shards[0], directory / SINGLE_FILE, metadata)
     else:
         weight_map = {}
         for i, shard in enumerate(shards, start=1):
             fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-            st.numpy.save_file(shard, str(directory / fname), metadata=metadata)
+            _save_weights(st, shard, directory / fname, metadata)
             weight_map.update({name: fname for name in shard})
         total = sum(a.nbytes for a in tensors.values())
         (directory / INDEX_FILE).write_text(json.dumps(
@@ -308,3 +309,12 @@ def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenize
     if tokenizer is not None:
         tokenizer.save(directory)
     return directory
+
+
+def _save_weights(st, tensors: dict[str, np.ndarray], path: Path, metadata: dict[str, str]) -> None:
+    """`safetensors.numpy.save_file`, then the permissions any other file of the directory gets
+    (safetensors creates its files 0600, which hides a shared model from the other users)."""
+    st.numpy.save_file(tensors, str(path), metadata=metadata)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
