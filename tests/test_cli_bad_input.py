@@ -44,7 +44,7 @@ def test_oserror_is_one_line(tmp_path, capsys, monkeypatch):
 
     parser = cli_main.build_parser()
     monkeypatch.setattr(parser, "parse_args", lambda argv=None: argparse.Namespace(command="verify", func=fails))
-    monkeypatch.setattr(cli_main, "build_parser", lambda: parser)
+    monkeypatch.setattr(cli_main, "build_parser", lambda argv=None: parser)
     assert cli_main.main([]) == 2
     assert capsys.readouterr().err.strip() == f"catsim verify: error: No such file or directory: {missing}"
 

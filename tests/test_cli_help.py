@@ -4,6 +4,7 @@ default, enumerated options list their choices, and each command shows an exampl
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -45,3 +46,31 @@ def test_help_lists_choices_and_real_defaults(capsys):
     from catsim.experiments.llm_pipeline import PipelineConfig
 
     assert f"RL steps per run (default: {PipelineConfig().rl_steps}; --quick: {PipelineConfig.quick().rl_steps})" in text
+
+
+def test_a_command_imports_only_what_it_needs_and_help_still_lists_every_command(capsys):
+    """`catsim simulate ...` builds only its own parser (no trainer, SciPy or plotting imports at
+    start-up); with no command, every command is listed; `catsim llm <sub>` builds that one."""
+    import subprocess
+    import sys
+
+    heavy = ("catsim.experiments.llm_pipeline", "catsim.llm.rl", "scipy", "catsim.theory", "matplotlib")
+    probe = ("import json, sys; from catsim.cli.main import build_parser; build_parser({argv!r}); "
+             "print(json.dumps([m for m in {heavy!r} if m in sys.modules]))")
+    for argv in (["simulate", "--n", "8"], ["llm", "plan", "--help"]):
+        out = subprocess.run([sys.executable, "-c", probe.format(argv=argv, heavy=heavy)], capture_output=True,
+                             text=True, check=True).stdout
+        assert json.loads(out) == [], argv
+    # the probe can see them: building every parser imports them
+    out = subprocess.run([sys.executable, "-c", probe.format(argv=None, heavy=heavy)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "catsim.experiments.llm_pipeline" in json.loads(out)
+    parser = build_parser(["simulate"])
+    assert list(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices) == ["simulate"]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(name in listed for name in ("simulate", "sweep", "lemma", "mass-step", "verify", "reproduce", "llm"))
+    with pytest.raises(SystemExit):
+        main(["llm", "compare", "--help"])
+    assert "--publish" in capsys.readouterr().out

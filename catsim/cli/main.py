@@ -20,15 +20,31 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def register_package(subparsers: argparse._SubParsersAction, package: str) -> None:
-    """Import every module of `package` that defines `register` and let it add its parsers."""
+def register_package(subparsers: argparse._SubParsersAction, package: str,
+                     argv: Sequence[str] | None = None) -> None:
+    """Import the modules of `package` that define `register` and let them add their parsers.
+
+    argv: the words after this level's command. When the first one names a command of the package
+    (`mass-step` is module `mass_step`), only that module is imported — `catsim simulate` then does
+    not import the trainer, SciPy or the plotting code; otherwise (no command, `--help`, a typo)
+    every module is, so that help and "invalid choice" list them all. A subpackage's `register`
+    (`catsim llm`) gets the words after its own command the same way."""
     pkg = importlib.import_module(package)
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if info.name.startswith("_") or info.name == "main":
-            continue
-        module = importlib.import_module(f"{package}.{info.name}")
+    names = [info.name for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name)
+             if not info.name.startswith("_") and info.name != "main"]
+    words = list(argv or ())
+    wanted = words[0].replace("-", "_") if words else ""
+    rest = None
+    if wanted in names:
+        names, rest = [wanted], words[1:]
+    for name in names:
+        module = importlib.import_module(f"{package}.{name}")
         register = getattr(module, "register", None)
-        if register is not None:
+        if register is None:
+            continue
+        if hasattr(module, "__path__"):  # a subpackage of commands
+            register(subparsers, argv=rest)
+        else:
             register(subparsers)
 
 
@@ -45,7 +61,9 @@ def check_output_path(path: str | os.PathLike, flag: str) -> None:
         raise CatsimError(f"{flag}: cannot write {path} ({parent} is not a writable folder)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `catsim` parser: every command, or with `argv` only the command it names (faster
+    start-up; see `register_package`)."""
     parser = _ArgumentParser(
         prog="catsim",
         description="Why group-relative RL forgets rare correct solutions: theory, simulator, trainer.",
@@ -54,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"catsim {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgumentParser)
-    register_package(subparsers, "catsim.cli")
+    register_package(subparsers, "catsim.cli", argv)
     return parser
 
 
@@ -75,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # (Library code never switches backends, so notebooks keep their inline backend.)
     os.environ.setdefault("MPLBACKEND", "Agg")
     compile_cache_env()
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)
     if func is None:

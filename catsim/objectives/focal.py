@@ -16,7 +16,6 @@ import dataclasses
 import math
 
 import jax.numpy as jnp
-from scipy import special
 
 from catsim.errors import CatsimError
 from catsim.objectives import _validate as v
@@ -253,4 +252,6 @@ def low_lr_multiplier(gamma: float) -> float:
         )
     if not (math.isfinite(g) and g >= 0.0):
         raise CatsimError(f"gamma must be a finite number >= 0, got {g}")
+    from scipy import special  # here, not at import: SciPy costs every command ~0.2 s of start-up
+
     return float(special.beta(1.5, g + 1.5) / special.beta(1.5, 1.5))
