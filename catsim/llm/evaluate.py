@@ -78,13 +78,14 @@ def sample(policy: Policy, task, prompts, n: int, *, max_new_tokens: int, seed: 
 
         layout = {"batch_size": whole_rows(min(batch_size, len(prompts) * n), policy.mesh),
                   "pad_rows": True, "mesh": policy.mesh}
-    with _progress_bar(len(prompts) * n, label, progress) as bar:
+    with rollout_progress_bar(len(prompts) * n, label, progress) as bar:
         return sample_groups(policy.params, policy.cfg, policy.tokenizer, task, prompts, n,
                              _sampling(policy, max_new_tokens, temperature), jax.random.key(seed),
                              chat_template=chat_template, progress=bar, **layout)
 
 
-def _progress_bar(total: int, label: str, enabled: bool):
+def rollout_progress_bar(total: int, label: str, enabled: bool):
+    """A bar on stderr counting rollouts (`sample_groups(progress=...)`), removed when done."""
     import sys
 
     from tqdm.auto import tqdm

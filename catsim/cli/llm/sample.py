@@ -80,12 +80,10 @@ def sampling_config(args: argparse.Namespace, cfg, tokenizer):
 
 def progress_bar(rows: int, args: argparse.Namespace):
     """The sampling progress bar (rollouts) on stderr: drawn on a terminal unless --quiet."""
-    from tqdm.auto import tqdm
-
     from catsim.cli.args import show_progress
+    from catsim.llm.evaluate import rollout_progress_bar
 
-    return tqdm(total=rows, desc="sample", unit="rollout", file=sys.stderr, dynamic_ncols=True, leave=False,
-                disable=not show_progress(False if args.quiet else None))
+    return rollout_progress_bar(rows, "sample", show_progress(False if args.quiet else None))
 
 
 def run(args: argparse.Namespace) -> int:
