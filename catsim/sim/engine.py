@@ -9,12 +9,18 @@ seeds); its run axis may be sharded over devices (`shard_runs`). For long runs w
 the host loop calls the batched `chunk` of `make_chunked(config, records_per_chunk)` instead; the
 two agree to float32 rounding (different compiled programs may fuse differently). One step (paper App. J, §4):
 
-  1. draw a group of N actions i.i.d. from π = softmax(z)       (`sampler.sample_counts`)
+  1. draw a group of N actions i.i.d. from π = softmax(z)       (`sampler.sample_draws`)
   2. binary rewards → advantages from the counts                 (`objectives.advantages`)
   3. focal weight g = (1 − μ̂)^γ_t                                (`objectives.focal`)
   4. `ppo_epochs` optimiser steps (optax) on the surrogate loss  (`objectives.losses`), aggregated
      over the group's draws by `token_mean(loss_V, counts_V)` = (1/N)·Σ_j loss(o_j)
   5. metrics of the new policy                                   (`sim.metrics`)
+
+Updates whose gradient has a closed form (one optimiser step, no entropy/KL term, no asymmetric
+weights: every Fig. 2 method) take the lean path of `catsim.sim.lean` (the gradient from the N
+draws and the carried π, no autodiff and no log-softmax in the step); the others differentiate
+`make_loss` with `jax.grad`. The carry holds π = softmax(z) and the last group's draws; metrics
+form log π and the counts at record time only.
 
 Legend: V actions, N group size, R runs, S recorded steps.
 """
@@ -36,6 +42,7 @@ from catsim.objectives import advantages, asymmetric, focal, losses
 from catsim.objectives.grad_clip import dual_threshold_clip
 from catsim.sim import metrics, policy, sampler
 from catsim.sim.config import SimConfig, UpdateConfig
+from catsim.sim.lean import lean_update, uses_lean_step
 
 
 class Constants(NamedTuple):
@@ -57,11 +64,12 @@ class State(NamedTuple):
     """Carry of the scan over steps (one run)."""
 
     z: jax.Array  # [V] logits
-    logp: jax.Array  # [V] log softmax(z)
+    p: jax.Array  # [V] softmax(z), the policy the next group is drawn from
     opt_state: optax.OptState
     group: dict  # scalar group metrics of the last update (GROUP_SCALARS)
-    counts: jax.Array  # [V] the last group's counts
-    logp_before: jax.Array  # [V] log-probabilities before the last update
+    actions: jax.Array  # [N] int32 the last group's draws (`sampler.sample_draws`)
+    weights: jax.Array  # [N] 1 for the draws that count, else 0
+    p_before: jax.Array  # [V] probabilities before the last update
 
 
 # Group metrics every step computes (scalars); the two unsampled-mass metrics are computed at
@@ -217,28 +225,29 @@ def _nan_group(names=metrics.GROUP_METRICS):
 
 
 def _draw(update: UpdateConfig, method: str, n: int, key, p_V, correct_V, num_draws=None):
-    """Counts of one group (DAPO dynamic sampling: redraw all-equal groups, capped). -> (c_V, draws).
+    """One group (DAPO dynamic sampling: redraw all-equal groups, capped).
 
+    Returns ((actions_N, weights_N) of `sampler.sample_draws`, number of groups drawn).
     n: static number of draws; num_draws: optional traced group size <= n (`sampler.sample_counts`).
     """
-    sample = functools.partial(sampler.sample_counts, group_size=n, method=method,
+    sample = functools.partial(sampler.sample_draws, group_size=n, method=method,
                                num_draws=num_draws)
     size = n if num_draws is None else num_draws
-    counts = sample(key, p_V)
+    group = sample(key, p_V)
     if not update.dynamic_sampling:
-        return counts, jnp.float32(1.0)
+        return group, jnp.float32(1.0)
 
     def cond(val):
-        c, tries = val
-        x = jnp.sum(jnp.where(correct_V, c, 0.0))
+        (actions_N, weights_N), tries = val
+        x = jnp.sum(jnp.where(correct_V[actions_N], weights_N, 0.0))
         return ((x == 0) | (x == size)) & (tries < update.max_resamples)
 
     def body(val):
         _, tries = val
         return sample(jax.random.fold_in(key, tries + 1), p_V), tries + 1
 
-    counts, tries = jax.lax.while_loop(cond, body, (counts, jnp.int32(0)))
-    return counts, (tries + 1).astype(jnp.float32)
+    group, tries = jax.lax.while_loop(cond, body, (group, jnp.int32(0)))
+    return group, (tries + 1).astype(jnp.float32)
 
 
 def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False):
@@ -262,25 +271,37 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
     if shared_group_size and not can_share_group_size(config):
         raise CatsimError("this configuration needs a static group size (asym_recompose)")
 
+    lean = uses_lean_step(update)
+
     def init(consts: Constants, learning_rate) -> State:
         tx = make_optimizer(update, learning_rate)
-        logp0 = jax.nn.log_softmax(consts.z0)
-        return State(consts.z0, logp0, tx.init(consts.z0), _nan_group(GROUP_SCALARS),
-                     jnp.zeros_like(consts.z0), logp0)
+        p0 = jnp.exp(jax.nn.log_softmax(consts.z0))
+        return State(consts.z0, p0, tx.init(consts.z0), _nan_group(GROUP_SCALARS),
+                     jnp.zeros((n,), jnp.int32), jnp.zeros((n,), p0.dtype), p0)
 
     def step(consts, tx, schedule, num_draws, state: State, t):
         key, step_index = t
-        p_V = jnp.exp(state.logp)
-        counts_V, draws = _draw(update, method, n, key, p_V, consts.correct, num_draws)
+        (actions_N, weights_N), draws = _draw(
+            update, method, n, key, state.p, consts.correct, num_draws)
         size = n if num_draws is None else num_draws
-        # The curriculum schedule reads this group's success rate; the others only the step.
-        gamma_t = schedule(step_index, jnp.sum(jnp.where(consts.correct, counts_V, 0.0)) / size)
-        z_V, opt_state, (mu_hat, g, active) = apply_update(
-            update, tx, consts, state.z, state.logp, state.opt_state, counts_V, gamma_t, n
-        )
+        # The curriculum schedule reads this group's success rate (an O(N) sum over the draws);
+        # the others only the step.
+        num_correct = jnp.sum(jnp.where(consts.correct[actions_N], weights_N, 0.0))
+        gamma_t = schedule(step_index, num_correct / size)
+        if lean:
+            z_V, opt_state, (mu_hat, g, active) = lean_update(
+                update, tx, consts.correct, state.z, state.p, state.opt_state, actions_N,
+                weights_N, gamma_t)
+            p_V = jax.nn.softmax(z_V)
+        else:
+            counts_V = sampler.scatter_add(jnp.zeros_like(state.p), actions_N, weights_N)
+            z_V, opt_state, (mu_hat, g, active) = apply_update(
+                update, tx, consts, state.z, jax.nn.log_softmax(state.z), state.opt_state,
+                counts_V, gamma_t, n)
+            p_V = jnp.exp(jax.nn.log_softmax(z_V))
         group = {"mu_hat": mu_hat, "focal": g, "active": active.astype(jnp.float32),
                  "draws": draws}
-        return State(z_V, jax.nn.log_softmax(z_V), opt_state, group, counts_V, state.logp), None
+        return State(z_V, p_V, opt_state, group, actions_N, weights_N, state.p), None
 
     def chunk(consts: Constants, state: State, key, gamma, learning_rate, first_record,
               group_size=None):
@@ -296,13 +317,14 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
             steps = r * k + jnp.arange(k)
             keys = jax.vmap(lambda s: jax.random.fold_in(key, s))(steps)
             state, _ = jax.lax.scan(one_step, state, (keys, steps))
+            counts_V = sampler.scatter_add(jnp.zeros_like(state.p), state.actions, state.weights)
             unsampled = {
                 "qu_pos_before": metrics.unsampled_correct_mass(
-                    jnp.exp(state.logp_before), state.counts, consts.correct),
-                "qu_pos_after": metrics.unsampled_correct_mass(
-                    jnp.exp(state.logp), state.counts, consts.correct),
+                    state.p_before, counts_V, consts.correct),
+                "qu_pos_after": metrics.unsampled_correct_mass(state.p, counts_V, consts.correct),
             }
-            return state, (metrics.state_metrics(state.logp, p0_V, consts.correct) | state.group
+            logp_V = jax.nn.log_softmax(state.z)
+            return state, (metrics.state_metrics(logp_V, p0_V, consts.correct) | state.group
                            | unsampled)
 
         return jax.lax.scan(record, state, first_record + jnp.arange(records_per_chunk))

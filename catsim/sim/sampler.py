@@ -282,11 +282,56 @@ def sample_counts(key, p_V, group_size: int, method: str = "auto", block_size: i
     Returns:
       [V] float32 counts (whole numbers), summing to N (to n with `num_draws`).
     """
+    actions_N, weights_N = sample_draws(key, p_V, group_size, method, block_size, num_draws)
+    return scatter_add(jnp.zeros(p_V.shape, p_V.dtype), actions_N, weights_N)
+
+
+def sample_draws(key, p_V, group_size: int, method: str = "auto", block_size: int = BLOCK_SIZE,
+                 num_draws=None):
+    """The draws behind `sample_counts`: (actions_N [N] int32, weights_N [N]).
+
+    weights_N is 1 for the draws that count (the first `num_draws`) and 0 for the others, so the
+    counts are `scatter_add(zeros_V, actions_N, weights_N)` and any sum over the group,
+    Σ_a c_a·f(a) = Σ_j weights_j·f(actions_j), costs O(N) instead of a pass over V.
+    """
     method = choose_sampler(method, group_size)
     draw = sample_actions_blocked if method == "blocked" else sample_actions_inverse_cdf
     actions_N = draw(key, p_V, group_size, block_size)
     if num_draws is None:
-        weights_N = 1.0
-    else:
-        weights_N = (jnp.arange(group_size) < num_draws).astype(p_V.dtype)
-    return jnp.zeros(p_V.shape, p_V.dtype).at[actions_N].add(weights_N)
+        return actions_N, jnp.ones((group_size,), p_V.dtype)
+    return actions_N, (jnp.arange(group_size) < num_draws).astype(p_V.dtype)
+
+
+def scatter_add(base_V, actions_N, values_N):
+    """base_V + Σ_j values_j·e_{actions_j} (the counts of draws when base is 0 and values 1). -> [V].
+
+    Batched over runs with N >= `SCATTER_RUNS_ONE_BY_ONE_MIN_N` on the CPU, the runs are added one
+    after another (`_scatter_add_runs_one_by_one`)."""
+    if actions_N.shape[-1] >= SCATTER_RUNS_ONE_BY_ONE_MIN_N:
+        return _scatter_add_runs_one_by_one(base_V, actions_N, values_N)
+    return _scatter_add(base_V, actions_N, values_N)
+
+
+def _scatter_add(base_V, actions_N, values_N):
+    return base_V.at[actions_N].add(values_N)
+
+
+# From this many draws on, batched `scatter_add`s (the counts of a group) run one run after
+# another on the CPU: each run's V-long array (512 KB in float32) then stays in cache while its N
+# draws are added. Measured on 8 runs, V = 128,000, ms per batch: N = 131072 1.84 → 1.03; at
+# N <= 1024 the loop over runs costs more than it saves (0.04 → 0.15 at N = 8).
+SCATTER_RUNS_ONE_BY_ONE_MIN_N = 16384
+
+
+@jax.custom_batching.custom_vmap
+def _scatter_add_runs_one_by_one(base_V, actions_N, values_N):
+    return _scatter_add(base_V, actions_N, values_N)
+
+
+@_scatter_add_runs_one_by_one.def_vmap
+def _scatter_add_vmap_rule(axis_size, in_batched, base, actions, values):
+    args = tuple(a if batched else jnp.broadcast_to(a, (axis_size,) + a.shape)
+                 for a, batched in zip((base, actions, values), in_batched))
+    if jax.default_backend() != "cpu":
+        return jax.vmap(_scatter_add)(*args), True
+    return jax.lax.map(lambda a: _scatter_add_runs_one_by_one(*a), args), True

@@ -1,0 +1,87 @@
+"""The simulator's lean update: the policy gradient in closed form instead of by autodiff.
+
+For one optimiser step per group, the surrogates' gradient at z (where the importance ratio is 1,
+so no clip acts) is known exactly. With per-action advantages A_a, counts c_a (Σ c = N) and
+π = softmax(z), the loss L = token_mean(surrogate, c) has
+
+    ∂L/∂z_j = −(w_j − π_j·S) / N,   w_a = c_a·A_a (REINFORCE, GRPO, DAPO, CISPO at ratio 1)
+                                     w_a = c_a·A_a·π_a (the linear surrogate),   S = Σ_a w_a.
+
+For binary rewards A_a takes two values, so S needs only the group's draws (O(N)): the lean step
+needs no log-softmax of the logits and no V-long reductions for the update, and the engine
+carries π = softmax(z) from one step to the next. `jax.grad` of `engine.make_loss` computes the
+same gradient (tests/test_sim_lean.py checks it to float32 rounding); results differ from the
+autodiff path only by that rounding.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from catsim.objectives import advantages, focal
+from catsim.sim import sampler
+from catsim.sim.config import UpdateConfig
+
+# Run updates with a closed-form gradient lean (`uses_lean_step`)? False: every update takes
+# the autodiff path (tests compare the two).
+LEAN_STEP = True
+
+# Surrogates whose gradient at ratio π/π_old = 1 is A·∇log π: the clipped ones' clips are
+# inactive there, CISPO's weight is clip(1) = 1.
+RATIO_ONE_SURROGATES = ("reinforce", "grpo", "dapo", "cispo")
+
+
+def has_closed_form_gradient(update: UpdateConfig) -> bool:
+    """True when one update of `update` is the closed form above: one optimiser step per group,
+    no entropy or KL term, binary-reward advantages without asymmetric weights or recomposition."""
+    return (update.ppo_epochs == 1 and not update.entropy_coef and not update.kl_coef
+            and not update.asymmetric
+            and (update.surrogate == "linear" or update.surrogate in RATIO_ONE_SURROGATES))
+
+
+def uses_lean_step(update: UpdateConfig) -> bool:
+    """True when the engine runs `update` with `lean_update` (`LEAN_STEP` and a closed form)."""
+    return LEAN_STEP and has_closed_form_gradient(update)
+
+
+def lean_update(update: UpdateConfig, tx, correct_V, z_V, p_V, opt_state, actions_N, weights_N,
+                gamma_t):
+    """One policy update of a `has_closed_form_gradient` rule, from the group's draws.
+
+    The gradient is p_V·S/N plus the sparse −w/N at the drawn actions: one scatter of the N draws
+    into a pass over V, with no V-long counts or reductions.
+
+    Args:
+      update: the update rule; tx: its optax optimiser; correct_V: [V] bool correct mask.
+      z_V: [V] logits; p_V: [V] softmax(z_V); opt_state: optimiser state.
+      actions_N, weights_N: the group's draws and whether each counts (`sampler.sample_draws`).
+      gamma_t: [] focal γ.
+
+    Returns:
+      (z_V', opt_state', (mu_hat, g, active)) as `engine.apply_update`.
+    """
+    correct_N = correct_V[actions_N]
+    # Behind a barrier: a program with a static N would otherwise fold N to a constant and turn
+    # x / N into x · (1/N), one ulp away from the traced-N program the sweep shares (bit-identical
+    # results between the two are tested).
+    size = jax.lax.optimization_barrier(jnp.sum(weights_N))
+    num_correct = jnp.sum(jnp.where(correct_N, weights_N, 0.0))
+    a_correct, a_wrong = advantages.binary_group_advantages(
+        num_correct, size, reward_correct=update.reward_correct,
+        reward_wrong=update.reward_wrong, normalise_std=update.advantage == "grpo",
+        eps=update.adv_eps,
+    )
+    mu_hat = num_correct / size
+    g = focal.focal_weight(mu_hat, gamma_t)
+    w_N = weights_N * g * jnp.where(correct_N, a_correct, a_wrong)  # each draw's c·A share
+    if update.surrogate == "linear":
+        w_N = w_N * p_V[actions_N]
+        total = jnp.sum(w_N)
+    else:  # Σ_j w_j in closed form: X draws of advantage A_c, N − X of A_w
+        total = g * (num_correct * a_correct + (size - num_correct) * a_wrong)
+    grad_V = sampler.scatter_add(p_V * (total / size), actions_N, -w_N / size)
+    updates, opt_state = tx.update(grad_V, opt_state, z_V)
+    active = (num_correct > 0) & (num_correct < size)
+    return optax.apply_updates(z_V, updates), opt_state, (mu_hat, g, active)
