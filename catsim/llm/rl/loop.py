@@ -54,6 +54,7 @@ from catsim.llm.metrics import active_fraction_prediction
 from catsim.llm.model.sharding import barrier, shard_batch, to_host
 from catsim.llm.rl.asym import asymmetric_batch
 from catsim.llm.rl.config import RLConfig
+from catsim.llm.rl.programs import UpdatePrograms
 from catsim.llm.rl.step import (
     Functions,
     batch_rows,
@@ -76,6 +77,9 @@ from catsim.llm.tasks.base import take_unscored
 STATE_FILE = "rl_state"  # directory of orbax checkpoints <step>/
 LOG_FILE = "rl_log.jsonl"
 CONFIG_FILE = "rl_config.json"
+# Compile the update of every completion width in the background once the first update has run
+# (`programs.UpdatePrograms`)? False: each width compiles when its first batch arrives.
+PRECOMPILE_WIDTHS = True
 
 STEP_METRICS = {
     "step": "RL steps done (1-based)",
@@ -220,15 +224,19 @@ def score(tr: Trainer, params, ref_params, batch: dict, temperature: float = 1.0
     return {**batch, "ref_logp": np.concatenate(ref)} if ref else batch
 
 
-def update(tr: Trainer, params, opt_state, batch: dict, temperature: float = 1.0):
+def update(tr: Trainer, params, opt_state, batch: dict, temperature: float = 1.0,
+           programs: UpdatePrograms | None = None, width: int | None = None):
     """`ppo_epochs` passes of mini-batch updates at log-prob temperature τ; returns (params,
-    opt_state, mean metrics). The params and opt_state passed in are consumed (donated)."""
+    opt_state, mean metrics). The params and opt_state passed in are consumed (donated).
+    `programs` (with the batch's completion `width`): the update programs compiled ahead."""
     sums: dict[str, float] = {}
     updates, mb, tau = 0, tr.cfg.mini_batch, np.float32(temperature)
     for _ in range(tr.cfg.optimizer.ppo_epochs):
         for s0 in range(0, batch["tokens"].shape[0], mb):
             mini = tr.put(batch_rows(batch, s0, mb))
-            params, opt_state, m = tr.fns.update(params, opt_state, mini, tau)
+            fn = tr.fns.update if programs is None else programs.program(
+                params, opt_state, mini, tau, width)
+            params, opt_state, m = fn(params, opt_state, mini, tau)
             for k, v in to_host(m).items():
                 sums[k] = sums.get(k, 0.0) + float(v)
             updates += 1
@@ -334,6 +342,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                    disable=not (progress and run.primary), dynamic_ncols=True)
         log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}")
         saved = logged = moved = start  # the step of the last state save / log record / `params`
+        programs = UpdatePrograms(tr.fns.update, cfg.rollout.max_new_tokens, background=PRECOMPILE_WIDTHS)
         try:
             with bar, log:
                 for step in range(start, end):
@@ -347,7 +356,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
                         adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
                         tau = cfg.logprob_temperature(step)
-                        groups = trim_completions(c.groups, completion_width(c.groups, cfg.rollout.max_new_tokens))
+                        width = completion_width(c.groups, cfg.rollout.max_new_tokens)
+                        groups = trim_completions(c.groups, width)
                         batch = filter_overlong(build_batch(groups, adv, c.group_mask), groups, cfg)
                         batch = score(tr, params, ref_params, batch, tau)
                         asym_stats = {}
@@ -356,7 +366,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                                                                  tr.put, focal_P=g)
                         if shares_prompts(tr):
                             batch = shared_prompt_batch(batch, groups.prompt_tokens.shape[1], cfg.group_size)
-                        params, opt_state, means = update(tr, params, opt_state, batch, tau)
+                        params, opt_state, means = update(tr, params, opt_state, batch, tau, programs, width)
                         moved = step + 1
                         record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
                         record.update(asym_stats)
@@ -387,6 +397,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                 except RuntimeError:  # Ctrl-C inside an update whose inputs were donated:
                     pass  # the last periodic save stands
             raise
+        finally:
+            programs.close()
         if end == cfg.steps:
             run.save_model("model", tr.model_cfg, params, tr.tokenizer, extra={rundir.TASK_FILE: spec})
     barrier(f"catsim-rl-end-{fp}-{end}")
