@@ -42,8 +42,8 @@ def register(subparsers) -> None:
     parser.add_argument("--no-resume", action="store_true", help="recompute every cell (default: resume)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (default: shown)")
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
-                        help="split each cell's runs over all local devices; results are "
-                             "bit-identical either way (default: on)")
+                        help="split each cell's runs over all local devices for N <= 2048 (larger "
+                             "N run faster on one); results are bit-identical (default: on)")
     parser.add_argument("--cpu-devices", type=int, default=None,
                         help="CPU cores to use as JAX devices; 1 = one device (default: all)")
     from catsim.tracking import add_log_to_argument

@@ -436,6 +436,14 @@ def run_keys(seeds) -> jax.Array:
     return jnp.stack([jax.random.key(int(s)) for s in seeds])
 
 
+# Largest group size whose runs `sweep.run_cell(shard=True)` splits over the host devices. Above it
+# one device is faster: XLA's CPU runtime already runs a large-N program's work on all cores, and
+# two such programs compete for them (measured, `catsim simulate --gamma 0,1 --seeds 4`, 2 cores,
+# 1 vs 2 devices, wall s: N = 1024 2.04 vs 1.89, 4096 3.39 vs 3.53, 8192 3.44 vs 4.69, 16384 5.17
+# vs 6.35, 131072 (300 steps) 5.21 vs 6.27).
+SHARD_MAX_GROUP_SIZE = 2048
+
+
 def shard_runs(*arrays):
     """Place arrays with a leading run axis R on all local devices, split along R.
 

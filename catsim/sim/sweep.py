@@ -83,7 +83,9 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     Returns metric name -> [len(gammas), len(seeds), steps/log_every + 1] float32 NumPy arrays.
     `progress`: an object with `update(n)` (e.g. tqdm), advanced by run-steps done.
     `share_with`: the other N of the same job; a program shared between group sizes is used only
-    when one of them needs it too (None: whenever possible).
+    when one of them needs it too (None: whenever possible). `shard`: split the runs over the
+    local devices (`engine.shard_runs`) when the program's N is at most
+    `engine.SHARD_MAX_GROUP_SIZE`; results are bit-identical either way.
     """
     for g in gammas:
         if not (np.isfinite(g) and g >= 0):
@@ -92,14 +94,15 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     keys = engine.run_keys([s for _, s in runs])
     gamma_R = jnp.asarray([g for g, _ in runs], jnp.float32)
     lr_R = jnp.full((len(runs),), learning_rate_for(config), jnp.float32)
-    if shard:
-        keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
     num_records = config.steps // config.log_every
     per_chunk = _records_per_chunk(num_records, config.log_every)
     # One compiled program serves several N (engine.program_group_size): identical counts, fewer
     # compilations in a sweep.
     shared = (engine.can_share_group_size(config) if share_with is None
               else engine.shares_program(config, share_with))
+    program_n = engine.program_group_size(config) if shared else config.group_size
+    if shard and program_n <= engine.SHARD_MAX_GROUP_SIZE:
+        keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
     init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared)
     extra = (jnp.int32(config.group_size),) if shared else ()
     consts = engine.make_constants(config)
