@@ -252,18 +252,67 @@ def hidden_states(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
         return x if activation_sharding is None else jax.lax.with_sharding_constraint(
             x, activation_sharding)
 
-    def block(x_BxTxD, layer):
+    def block(x_BxTxD, layer, tables):
+        cos_BxTxE, sin_BxTxE, valid_BxT = tables
         layer = cast_params(layer, cfg.dtype)
         q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
         attn_BxTxHxE = attention(q_BxTxHxE, k_BxTxKxE, v_BxTxKxE, valid_BxT,
                                  implementation=cfg.attention, block_size=cfg.attention_block)
-        return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE)), None
+        return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
 
-    if cfg.remat:
-        block = jax.checkpoint(block)
     x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
-    x_BxTxD, _ = jax.lax.scan(block, x_BxTxD, params["layers"])
+    tables = (cos_BxTxE, sin_BxTxE, valid_BxT)
+    if cfg.remat:
+        x_BxTxD = remat_scan(block, x_BxTxD, params["layers"], tables)
+    else:
+        x_BxTxD, _ = jax.lax.scan(lambda x, layer: (block(x, layer, tables), None), x_BxTxD, params["layers"])
     return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
+
+
+def remat_scan(block, x_BxTxD: jax.Array, layers: Params, consts: Any) -> jax.Array:
+    """`block(x, layer, consts) -> x` applied for each layer of the stacked `layers` in turn (a
+    `lax.scan`), differentiated by recomputing each block from its input in the backward pass —
+    what `jax.checkpoint` of the block does — with the L saved inputs kept as raw bits.
+
+    Why the bits: XLA's CPU compiler runs dynamic slices of bfloat16 arrays in float32, so the
+    saved bf16 residual stream of all layers (L x B x T x D) would be held converted to float32,
+    twice its size; the same bytes seen as uint16 are sliced as they are (an accelerator sees no
+    difference). `consts` (arrays every block reads, no gradient flows to them) and `block` must
+    not close over traced arrays.
+    """
+    return _remat_scan(block, x_BxTxD, layers, consts)
+
+
+def _as_bits(x: jax.Array) -> jax.Array:
+    half = jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize == 2
+    return jax.lax.bitcast_convert_type(x, jnp.uint16) if half else x
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _remat_scan(block, x_BxTxD, layers, consts):
+    return jax.lax.scan(lambda x, layer: (block(x, layer, consts), None), x_BxTxD, layers)[0]
+
+
+def _remat_scan_fwd(block, x_BxTxD, layers, consts):
+    x_out, saved_L = jax.lax.scan(lambda x, layer: (block(x, layer, consts), _as_bits(x)), x_BxTxD, layers)
+    return x_out, (saved_L, layers, consts)
+
+
+def _remat_scan_bwd(block, residuals, g_BxTxD):
+    saved_L, layers, consts = residuals
+
+    def step(g, saved_and_layer):
+        saved, layer = saved_and_layer
+        x = saved if saved.dtype == g.dtype else jax.lax.bitcast_convert_type(saved, g.dtype)
+        _, vjp = jax.vjp(lambda x, layer: block(x, layer, consts), x, layer)
+        g_x, g_layer = vjp(g)
+        return g_x, g_layer
+
+    g_x, g_layers = jax.lax.scan(step, g_BxTxD, (saved_L, layers), reverse=True)
+    return g_x, g_layers, None
+
+
+_remat_scan.defvjp(_remat_scan_fwd, _remat_scan_bwd)
 
 
 class KVCache(NamedTuple):
