@@ -107,3 +107,32 @@ def test_chunked_confidence_equals_the_full_computation():
     got = scoring.over_logit_chunks(PARAMS, CFG, h, lambda lg: asymmetric.confidence_weight(lg, baseline=0.3),
                                     chunk=6)
     _close(got, ref)
+
+
+def test_logits_chunking_follows_the_mesh():
+    """Vocabulary slices unless an FSDP axis splits the output projection along its vocabulary."""
+    from types import SimpleNamespace
+
+    def on(data, fsdp):
+        return SimpleNamespace(mesh=SimpleNamespace(shape={"data": data, "fsdp": fsdp}))
+
+    assert scoring.logits_chunking(None) == "vocab"
+    assert scoring.logits_chunking(on(8, 1)) == "vocab"
+    assert scoring.logits_chunking(on(2, 4)) == "positions"
+
+
+@pytest.mark.parametrize("chunking", ["vocab", "positions"])
+def test_token_logps_chunkings_agree(monkeypatch, chunking):
+    monkeypatch.setattr(scoring, "logits_chunking", lambda sharding: chunking)
+    weights = jax.random.normal(jax.random.key(6), (3, 22))
+
+    def loss(params):
+        logp, ent = scoring.token_logps(params, CFG, TOKENS, REAL, temperature=0.8, chunk=5)
+        return jnp.sum(weights * logp) + 0.2 * jnp.sum(ent)
+
+    def ref_loss(params):
+        logp, ent = _full(params, 0.8)
+        return jnp.sum(weights * logp) + 0.2 * jnp.sum(ent)
+
+    for g, r in zip(jax.tree.leaves(jax.grad(loss)(PARAMS)), jax.tree.leaves(jax.grad(ref_loss)(PARAMS))):
+        _close(g, r)

@@ -5,12 +5,10 @@ RL (behaviour/reference log-probs and the loss), evaluation (ΔNLL_rare, answer 
 answer-mass reader all score through `token_logps`: position t predicts token t+1, so every array
 here is B x (T−1), aligned with the targets tokens[:, 1:].
 
-Memory: the output projection's logits are never formed for the whole vocabulary at once.
-`tempered_logps` walks the vocabulary in slices (an online log-sum-exp, as flash attention does
-over keys) and has its own backward pass that walks them again: it writes each slice's rows of the
-projection's float32 gradient into one V x D buffer and accumulates the gradient of the hidden
-states, so autodiff's per-chunk gradients of the closed-over projection (each a full V x D array
-summed into a carry) and a compute-dtype copy of the whole projection never exist.
+Memory: B x T x V logits never exist. Log-probs and entropies are formed chunk by chunk by
+`chunked_logps.tempered_logps`, which has its own backward pass (slices of the vocabulary, or
+chunks of positions on an FSDP mesh: `logits_chunking`); other readers of the logits (asym-GRPO's
+confidence) go through `over_logit_chunks`, chunks of positions under `jax.checkpoint`.
 """
 
 from __future__ import annotations
@@ -22,7 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from catsim.llm.chunked_logps import LOGIT_CHUNK_ELEMENTS, tempered_logps
 from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.sharding import FSDP
 from catsim.llm.model.transformer import (
     KVCache,
     Params,
@@ -33,11 +33,6 @@ from catsim.llm.model.transformer import (
     output_logits,
 )
 
-# Largest logits slice formed at once, in float32 elements (128 MiB): positions are scored in
-# chunks of ⌊LOGIT_CHUNK_ELEMENTS / (B·V)⌋ so that B x T x V logits never exist (a 0.5B-shape
-# vocabulary of 151,936 at B = 1 scores 220 positions per chunk; the maze model's whole batch at once).
-LOGIT_CHUNK_ELEMENTS = 1 << 25
-
 # Models of at most this many layers run the shared-prompt training pass with the layer loop
 # unrolled (`forward_cached(unroll=True)`): on the CPU the backward pass of the rolled loop spends
 # most of a small model's time copying per-layer residuals in and out of stacked buffers (the
@@ -46,7 +41,8 @@ UNROLL_MAX_LAYERS = 8
 
 
 def chunk_positions(batch: int, positions: int, vocab: int, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
-    """Positions per logits chunk: as many as fit `budget` float32 elements (at least 1)."""
+    """Positions per logits chunk of `over_logit_chunks`: as many as fit `budget` float32 elements
+    for B rows (at least 1; a 0.5B-shape vocabulary of 151,936 at B = 1: 220 positions)."""
     return int(min(positions, max(1, budget // max(batch * vocab, 1))))
 
 
@@ -79,12 +75,6 @@ def over_logit_chunks(params: Params, model_cfg: ModelConfig, h_BxTxD, per_chunk
     return jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1).reshape(b, n * c, *a.shape[3:])[:, :t], out)
 
 
-def vocab_chunk(rows: int, vocab: int, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
-    """Vocabulary entries per logits slice of `tempered_logps`: as many as fit `budget` float32
-    elements for `rows` positions (at least 1, at most the vocabulary)."""
-    return int(min(vocab, max(1, budget // max(rows, 1))))
-
-
 def output_projection(params: Params, model_cfg: ModelConfig) -> tuple[jax.Array, int]:
     """(weight, its vocabulary axis) of the output projection `output_logits` applies: the tied
     embedding V x D (axis 0) or `unembed` D x V (axis 1), in its storage dtype."""
@@ -93,111 +83,12 @@ def output_projection(params: Params, model_cfg: ModelConfig) -> tuple[jax.Array
     return params["unembed"], 1
 
 
-def tempered_logps(h_BxTxD, w, targets_BxT, temperature=1.0, *, vocab_axis: int = 0, entropy: bool = True,
-                   chunk: int | None = None):
-    """(log π_τ(target), entropy of π_τ or None), both B x T float32, of π_τ = softmax(z / τ) with
-    logits z = h · wᵀ (`output_logits`: w cast to h's dtype, float32 products), without forming
-    B x T x V logits.
-
-    w: the output projection, V x D (vocab_axis 0, a tied embedding) or D x V (vocab_axis 1).
-    The vocabulary is walked in slices of `chunk` entries (default `vocab_chunk`): the forward pass
-    keeps a running max, Σ exp and (for the entropy) Σ exp·z per position; the backward pass (its
-    own, not autodiff's) recomputes each slice's logits from them and writes that slice's rows of
-    ∂w (dtype of w) in place, accumulating ∂h in float32. Gradients flow to h, w and τ.
-    """
-    b, t, d = h_BxTxD.shape
-    vocab = w.shape[vocab_axis]
-    c = min(chunk or vocab_chunk(b * t, vocab), vocab)
-    temperature = jnp.asarray(temperature, jnp.float32)
-    logp_N, ent_N = _tempered_logps(h_BxTxD.reshape(b * t, d), w, targets_BxT.reshape(b * t), temperature,
-                                    vocab_axis, c, entropy)
-    return logp_N.reshape(b, t), None if ent_N is None else ent_N.reshape(b, t)
-
-
-def _slices(vocab: int, chunk: int):
-    """(index i, first column) of each vocabulary slice: slice i starts at min(i·chunk, V − chunk),
-    so every slice has `chunk` columns and the last one may overlap its predecessor; its columns
-    below i·chunk (already counted) are masked."""
-    n = -(-vocab // chunk)
-    return jnp.arange(n, dtype=jnp.int32), jnp.minimum(jnp.arange(n, dtype=jnp.int32) * chunk, vocab - chunk)
-
-
-def _slice_logits(h_NxD, w, start, chunk: int, vocab_axis: int, temperature):
-    """(z / τ for the slice's columns, N x C float32; the slice of w in h's dtype)."""
-    w_slice = jax.lax.dynamic_slice_in_dim(w, start, chunk, axis=vocab_axis).astype(h_NxD.dtype)
-    spec = "nd,cd->nc" if vocab_axis == 0 else "nd,dc->nc"
-    return jnp.einsum(spec, h_NxD, w_slice, preferred_element_type=jnp.float32) / temperature, w_slice
-
-
-def _tempered_logps_fwd(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy):
-    n_rows = h_NxD.shape[0]
-    index, starts = _slices(w.shape[vocab_axis], chunk)
-
-    def body(carry, slice_):
-        m_N, s_N, u_N, zy_N = carry  # max, Σ exp(z − m), Σ exp(z − m)(z − m), target logit
-        i, start = slice_
-        z_NxC, _ = _slice_logits(h_NxD, w, start, chunk, vocab_axis, temperature)
-        col_C = start + jnp.arange(chunk, dtype=jnp.int32)
-        fresh_C = col_C >= i * chunk
-        m_new = jnp.maximum(m_N, jnp.max(jnp.where(fresh_C, z_NxC, -jnp.inf), axis=1))
-        shift_N = jnp.where(s_N > 0, m_N - m_new, 0.0)  # 0 before the first slice (m = −inf)
-        e_NxC = jnp.where(fresh_C, jnp.exp(z_NxC - m_new[:, None]), 0.0)
-        scale_N = jnp.exp(shift_N) * (s_N > 0)
-        if entropy:
-            u_N = scale_N * (u_N + s_N * shift_N) + jnp.sum(e_NxC * (z_NxC - m_new[:, None]), axis=1)
-        s_N = s_N * scale_N + jnp.sum(e_NxC, axis=1)
-        hit_NxC = (col_C == targets_N[:, None]) & fresh_C
-        zy_N = zy_N + jnp.sum(jnp.where(hit_NxC, z_NxC, 0.0), axis=1)
-        return (m_new, s_N, u_N, zy_N), None
-
-    zeros = jnp.zeros((n_rows,), jnp.float32)
-    init = (jnp.full((n_rows,), -jnp.inf, jnp.float32), zeros, zeros, zeros)
-    (m_N, s_N, u_N, zy_N), _ = jax.lax.scan(body, init, (index, starts))
-    log_s_N = jnp.log(s_N)
-    lse_N = m_N + log_s_N
-    ent_N = log_s_N - u_N / s_N if entropy else None
-    return (zy_N - lse_N, ent_N), (h_NxD, w, targets_N, temperature, lse_N, ent_N)
-
-
-def _tempered_logps_bwd(vocab_axis, chunk, entropy, residuals, cotangents):
-    h_NxD, w, targets_N, temperature, lse_N, ent_N = residuals
-    g_logp_N, g_ent_N = cotangents
-    index, starts = _slices(w.shape[vocab_axis], chunk)
-    w_spec = "nc,cd->nd" if vocab_axis == 0 else "nc,dc->nd"
-    dw_spec = "nc,nd->cd" if vocab_axis == 0 else "nc,nd->dc"
-
-    def body(carry, slice_):
-        dh_NxD, dw, dtau = carry
-        i, start = slice_
-        z_NxC, w_slice = _slice_logits(h_NxD, w, start, chunk, vocab_axis, temperature)
-        col_C = start + jnp.arange(chunk, dtype=jnp.int32)
-        logp_NxC = z_NxC - lse_N[:, None]
-        p_NxC = jnp.exp(logp_NxC)
-        # ∂logp_y/∂z = onehot(y) − p;  ∂H/∂z = −p (log p + H)
-        dz_NxC = g_logp_N[:, None] * ((col_C == targets_N[:, None]) - p_NxC)
-        if entropy:
-            dz_NxC = dz_NxC - g_ent_N[:, None] * p_NxC * (logp_NxC + ent_N[:, None])
-        dz_NxC = jnp.where(col_C >= i * chunk, dz_NxC, 0.0)
-        dtau = dtau - jnp.sum(dz_NxC * z_NxC)  # z = raw / τ: ∂z/∂τ = −z / τ
-        dz_NxC = dz_NxC / temperature
-        dh_NxD = dh_NxD + jnp.einsum(w_spec, dz_NxC, w_slice, preferred_element_type=jnp.float32)
-        dw_slice = jnp.einsum(dw_spec, dz_NxC, h_NxD, preferred_element_type=jnp.float32)
-        before = jax.lax.dynamic_slice_in_dim(dw, start, chunk, axis=vocab_axis)
-        dw = jax.lax.dynamic_update_slice_in_dim(dw, (before + dw_slice).astype(dw.dtype), start, vocab_axis)
-        return (dh_NxD, dw, dtau), None
-
-    init = (jnp.zeros(h_NxD.shape, jnp.float32), jnp.zeros(w.shape, w.dtype), jnp.zeros((), jnp.float32))
-    (dh_NxD, dw, dtau), _ = jax.lax.scan(body, init, (index, starts))
-    dtau = (dtau / temperature).astype(temperature.dtype)
-    return dh_NxD.astype(h_NxD.dtype), dw, None, dtau
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6))
-def _tempered_logps(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy):
-    return _tempered_logps_fwd(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy)[0]
-
-
-_tempered_logps.defvjp(_tempered_logps_fwd, _tempered_logps_bwd)
+def logits_chunking(activation_sharding) -> str:
+    """How `chunked_logps.tempered_logps` cuts the logits: "positions" on a mesh with an FSDP axis
+    (which splits the output projection along its vocabulary; slicing the vocabulary would gather
+    it on every device), "vocab" otherwise (one float32 V x D gradient buffer, no V x D sums)."""
+    mesh = getattr(activation_sharding, "mesh", None)
+    return "positions" if mesh is not None and dict(mesh.shape).get(FSDP, 1) > 1 else "vocab"
 
 
 def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, activation_sharding=None, *,
@@ -207,13 +98,14 @@ def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, ac
     π_τ = softmax(logits / τ): `temperature` τ (a traced scalar is fine) is the one the rollouts
     were sampled at when the importance ratio must describe that distribution (verl divides the
     logits the same way); τ = 1 is the model itself. entropy: False skips it. Logits are formed
-    in slices of `chunk` vocabulary entries (`tempered_logps`), never for the whole vocabulary.
+    chunk by chunk (`chunked_logps.tempered_logps`; `chunk`: its entries per chunk, vocabulary
+    entries or positions as `logits_chunking(activation_sharding)` says), never all at once.
     """
     h_BxTxD = hidden_states(params, model_cfg, tokens_BxT, mask_BxT=real_BxT,
                             activation_sharding=activation_sharding)[:, :-1]
     w, vocab_axis = output_projection(params, model_cfg)
     return tempered_logps(h_BxTxD, w, tokens_BxT[:, 1:], temperature, vocab_axis=vocab_axis, entropy=entropy,
-                          chunk=chunk)
+                          over=logits_chunking(activation_sharding), chunk=chunk)
 
 
 def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prompt_real_PxW, tokens_BxM,
@@ -250,7 +142,7 @@ def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prom
         h_BxMxD = jnp.concatenate([h_BxMxD, h_comp], axis=1)
     w, vocab_axis = output_projection(params, model_cfg)
     return tempered_logps(h_BxMxD, w, tokens_BxM, temperature, vocab_axis=vocab_axis, entropy=entropy,
-                          chunk=chunk)
+                          over=logits_chunking(activation_sharding), chunk=chunk)
 
 
 @functools.lru_cache(maxsize=8)
