@@ -109,9 +109,47 @@ def test_bfloat16_and_remat_close_to_float32():
     def loss(p, c):
         return jnp.mean(jax.nn.logsumexp(forward(p, c, tokens), axis=-1))
 
-    # Remat changes only what the backward pass stores: the gradient program recomputes the blocks.
+    # Remat changes only what the backward pass stores (`transformer.remat_scan` recomputes each
+    # block from its saved input): the gradients are those of the plain program, in float32 and
+    # under bf16 compute (whose saved inputs are kept as raw bits).
     # (The reference attention, since the blockwise one rematerialises its own loop bodies.)
     cfg = cfg.replace(attention="reference")
-    plain = str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, cfg))
-    remat = str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, cfg.replace(remat=True)))
-    assert "remat" not in plain and "remat" in remat
+    saved = "u16[2,2,16,32]"  # L x B x T x D layer inputs of the bf16 remat program, as bits
+    for c, lean in ((cfg.replace(dtype="bfloat16"), False), (cfg.replace(dtype="bfloat16", remat=True), True)):
+        assert (saved in str(jax.make_jaxpr(jax.grad(loss), static_argnums=1)(params, c))) == lean
+    # float32: up to float32 rounding; bf16: a recomputed block rounds its bf16 activations anew
+    # (a few bf16 ulps of the gradient's scale)
+    for c, tol in ((cfg, 200 * float(jnp.finfo(jnp.float32).eps)), (cfg.replace(dtype="bfloat16"),
+                                                                      4 * float(jnp.finfo(jnp.bfloat16).eps))):
+        want = jax.grad(loss)(params, c)
+        got = jax.grad(loss)(params, c.replace(remat=True))
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+            assert g.dtype == w.dtype == jnp.float32
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=0, atol=tol * float(jnp.max(jnp.abs(w))))
+
+
+@pytest.mark.parametrize("budget", [700, 1 << 24])  # 700: 3 tiles of 6 of the 16 positions (padded)
+def test_tiled_mlp_under_remat_equals_the_whole_mlp(monkeypatch, budget):
+    """Under remat the MLP runs over tiles of positions (`MLP_TILE_ELEMENTS` B x positions x F
+    elements each): the same hidden states and gradients as the whole MLP, to float32 rounding."""
+    from catsim.llm.model import transformer
+    from catsim.llm.model.config import ModelConfig
+
+    cfg = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
+                      num_kv_heads=2, head_dim=8, mlp_bias=True, attention="reference")
+    params = init_params(cfg, jax.random.key(2), init_std=0.2)
+    tokens = jax.random.randint(jax.random.key(3), (2, 16), 0, 64)
+
+    def loss(p, c):
+        h = transformer.hidden_states(p, c, tokens)
+        return jnp.sum(jnp.sin(h)), h
+
+    monkeypatch.setattr(transformer, "MLP_TILE_ELEMENTS", budget)
+    tiled = str(jax.make_jaxpr(lambda p: jax.grad(loss, has_aux=True)(p, cfg.replace(remat=True)))(params))
+    assert ("length=3" in tiled) == (budget == 700)
+    (g_whole, h_whole), (g_tiled, h_tiled) = (jax.grad(loss, has_aux=True)(params, c)
+                                              for c in (cfg, cfg.replace(remat=True)))
+    eps = float(jnp.finfo(jnp.float32).eps)
+    for got, want in zip(jax.tree.leaves((h_tiled, g_tiled)), jax.tree.leaves((h_whole, g_whole))):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0,
+                                   atol=200 * eps * float(jnp.max(jnp.abs(want))))

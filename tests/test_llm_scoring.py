@@ -1,6 +1,6 @@
-"""Chunked scoring: token log-probs, entropies and confidence weights formed chunk by chunk of
-positions equal the full B x T x V computation, values and gradients; tempered log-probs are the
-log-softmax of logits / τ."""
+"""Chunked scoring: token log-probs and entropies formed slice by slice of the vocabulary, and
+confidence weights chunk by chunk of positions, equal the full B x T x V computation, values and
+gradients; tempered log-probs are the log-softmax of logits / τ."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_hidden_states_and_output_logits_are_forward():
     _close(output_logits(PARAMS, CFG, h), forward(PARAMS, CFG, TOKENS, mask_BxT=REAL))
 
 
-@pytest.mark.parametrize("chunk", [1, 5, 22, None])
+@pytest.mark.parametrize("chunk", [1, 7, 16, None])  # vocabulary slices (V = 40; 7, 16: the last overlaps)
 @pytest.mark.parametrize("temperature", [1.0, 0.4])
 def test_chunked_logps_and_entropy_equal_the_full_computation(chunk, temperature):
     logp, ent = scoring.token_logps(PARAMS, CFG, TOKENS, REAL, temperature=temperature, chunk=chunk)
@@ -80,14 +80,18 @@ def test_chunked_gradients_equal_the_full_gradients():
 
 
 def test_chunks_never_form_the_whole_logits():
-    """With chunking the compiled program holds no B x (T−1) x V array; without it, it does."""
+    """With vocabulary slices the compiled forward and backward passes hold no logits of all
+    B·(T−1) = 66 positions over the whole vocabulary; with one slice (chunk ≥ V) they do."""
     def hlo(chunk):
-        fn = jax.jit(lambda p: scoring.token_logps(p, CFG, TOKENS, REAL, chunk=chunk))
-        return fn.lower(PARAMS).compile().as_text()
+        def loss(p):
+            logp, ent = scoring.token_logps(p, CFG, TOKENS, REAL, chunk=chunk)
+            return jnp.sum(logp) + jnp.sum(ent)
 
-    whole = "f32[3,22,40]"
-    assert whole in hlo(None)
-    assert whole not in hlo(4)
+        return jax.jit(jax.grad(loss)).lower(PARAMS).compile().as_text()
+
+    whole = ("f32[66,40]", "f32[3,22,40]")
+    assert any(w in hlo(None) for w in whole)
+    assert not any(w in hlo(8) for w in whole)
 
 
 def test_chunk_positions_follow_the_budget():
@@ -103,3 +107,32 @@ def test_chunked_confidence_equals_the_full_computation():
     got = scoring.over_logit_chunks(PARAMS, CFG, h, lambda lg: asymmetric.confidence_weight(lg, baseline=0.3),
                                     chunk=6)
     _close(got, ref)
+
+
+def test_logits_chunking_follows_the_mesh():
+    """Vocabulary slices unless an FSDP axis splits the output projection along its vocabulary."""
+    from types import SimpleNamespace
+
+    def on(data, fsdp):
+        return SimpleNamespace(mesh=SimpleNamespace(shape={"data": data, "fsdp": fsdp}))
+
+    assert scoring.logits_chunking(None) == "vocab"
+    assert scoring.logits_chunking(on(8, 1)) == "vocab"
+    assert scoring.logits_chunking(on(2, 4)) == "positions"
+
+
+@pytest.mark.parametrize("chunking", ["vocab", "positions"])
+def test_token_logps_chunkings_agree(monkeypatch, chunking):
+    monkeypatch.setattr(scoring, "logits_chunking", lambda sharding: chunking)
+    weights = jax.random.normal(jax.random.key(6), (3, 22))
+
+    def loss(params):
+        logp, ent = scoring.token_logps(params, CFG, TOKENS, REAL, temperature=0.8, chunk=5)
+        return jnp.sum(weights * logp) + 0.2 * jnp.sum(ent)
+
+    def ref_loss(params):
+        logp, ent = _full(params, 0.8)
+        return jnp.sum(weights * logp) + 0.2 * jnp.sum(ent)
+
+    for g, r in zip(jax.tree.leaves(jax.grad(loss)(PARAMS)), jax.tree.leaves(jax.grad(ref_loss)(PARAMS))):
+        _close(g, r)

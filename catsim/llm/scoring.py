@@ -4,6 +4,11 @@ what is built on them (length-normalised sequence NLL, the probability of enumer
 RL (behaviour/reference log-probs and the loss), evaluation (ΔNLL_rare, answer mass) and the tasks'
 answer-mass reader all score through `token_logps`: position t predicts token t+1, so every array
 here is B x (T−1), aligned with the targets tokens[:, 1:].
+
+Memory: B x T x V logits never exist. Log-probs and entropies are formed chunk by chunk by
+`chunked_logps.tempered_logps`, which has its own backward pass (slices of the vocabulary, or
+chunks of positions on an FSDP mesh: `logits_chunking`); other readers of the logits (asym-GRPO's
+confidence) go through `over_logit_chunks`, chunks of positions under `jax.checkpoint`.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from catsim.llm.chunked_logps import LOGIT_CHUNK_ELEMENTS, tempered_logps
 from catsim.llm.model.config import ModelConfig
+from catsim.llm.model.sharding import FSDP
 from catsim.llm.model.transformer import (
     KVCache,
     Params,
@@ -25,12 +32,6 @@ from catsim.llm.model.transformer import (
     init_cache,
     output_logits,
 )
-from catsim.objectives import losses
-
-# Largest logits slice formed at once, in float32 elements (128 MiB): positions are scored in
-# chunks of ⌊LOGIT_CHUNK_ELEMENTS / (B·V)⌋ so that B x T x V logits never exist (a 0.5B-shape
-# vocabulary of 151,936 at B = 1 scores 220 positions per chunk; the maze model's whole batch at once).
-LOGIT_CHUNK_ELEMENTS = 1 << 25
 
 # Models of at most this many layers run the shared-prompt training pass with the layer loop
 # unrolled (`forward_cached(unroll=True)`): on the CPU the backward pass of the rolled loop spends
@@ -40,7 +41,8 @@ UNROLL_MAX_LAYERS = 8
 
 
 def chunk_positions(batch: int, positions: int, vocab: int, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
-    """Positions per logits chunk: as many as fit `budget` float32 elements (at least 1)."""
+    """Positions per logits chunk of `over_logit_chunks`: as many as fit `budget` float32 elements
+    for B rows (at least 1; a 0.5B-shape vocabulary of 151,936 at B = 1: 220 positions)."""
     return int(min(positions, max(1, budget // max(batch * vocab, 1))))
 
 
@@ -73,6 +75,22 @@ def over_logit_chunks(params: Params, model_cfg: ModelConfig, h_BxTxD, per_chunk
     return jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1).reshape(b, n * c, *a.shape[3:])[:, :t], out)
 
 
+def output_projection(params: Params, model_cfg: ModelConfig) -> tuple[jax.Array, int]:
+    """(weight, its vocabulary axis) of the output projection `output_logits` applies: the tied
+    embedding V x D (axis 0) or `unembed` D x V (axis 1), in its storage dtype."""
+    if model_cfg.tie_word_embeddings:
+        return params["embed"], 0
+    return params["unembed"], 1
+
+
+def logits_chunking(activation_sharding) -> str:
+    """How `chunked_logps.tempered_logps` cuts the logits: "positions" on a mesh with an FSDP axis
+    (which splits the output projection along its vocabulary; slicing the vocabulary would gather
+    it on every device), "vocab" otherwise (one float32 V x D gradient buffer, no V x D sums)."""
+    mesh = getattr(activation_sharding, "mesh", None)
+    return "positions" if mesh is not None and dict(mesh.shape).get(FSDP, 1) > 1 else "vocab"
+
+
 def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, activation_sharding=None, *,
                 temperature=1.0, entropy: bool = True, chunk: int | None = None):
     """(log π_τ(token_t+1 | ≤ t), entropy of π_τ at t or None), both B x (T−1), float32.
@@ -80,17 +98,14 @@ def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, ac
     π_τ = softmax(logits / τ): `temperature` τ (a traced scalar is fine) is the one the rollouts
     were sampled at when the importance ratio must describe that distribution (verl divides the
     logits the same way); τ = 1 is the model itself. entropy: False skips it. Logits are formed
-    in chunks of positions (`over_logit_chunks`, `chunk`), never for the whole batch at once.
+    chunk by chunk (`chunked_logps.tempered_logps`; `chunk`: its entries per chunk, vocabulary
+    entries or positions as `logits_chunking(activation_sharding)` says), never all at once.
     """
     h_BxTxD = hidden_states(params, model_cfg, tokens_BxT, mask_BxT=real_BxT,
                             activation_sharding=activation_sharding)[:, :-1]
-
-    def per_chunk(logits_BxCxV, targets_BxC):
-        logits_BxCxV = logits_BxCxV / temperature
-        logp = losses.action_log_probs(logits_BxCxV, targets_BxC)
-        return (logp, losses.entropy(logits_BxCxV)) if entropy else (logp, None)
-
-    return over_logit_chunks(params, model_cfg, h_BxTxD, per_chunk, (tokens_BxT[:, 1:],), chunk)
+    w, vocab_axis = output_projection(params, model_cfg)
+    return tempered_logps(h_BxTxD, w, tokens_BxT[:, 1:], temperature, vocab_axis=vocab_axis, entropy=entropy,
+                          over=logits_chunking(activation_sharding), chunk=chunk)
 
 
 def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prompt_real_PxW, tokens_BxM,
@@ -125,13 +140,9 @@ def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prom
         h_comp, _ = forward_cached(params, model_cfg, tokens_BxM[:, :-1], positions_BxM, real_BxM[:, :-1],
                                    cache, hidden=True, unroll=unroll, activation_sharding=activation_sharding)
         h_BxMxD = jnp.concatenate([h_BxMxD, h_comp], axis=1)
-
-    def per_chunk(logits_BxCxV, targets_BxC):
-        logits_BxCxV = logits_BxCxV / temperature
-        logp = losses.action_log_probs(logits_BxCxV, targets_BxC)
-        return (logp, losses.entropy(logits_BxCxV)) if entropy else (logp, None)
-
-    return over_logit_chunks(params, model_cfg, h_BxMxD, per_chunk, (tokens_BxM,), chunk)
+    w, vocab_axis = output_projection(params, model_cfg)
+    return tempered_logps(h_BxMxD, w, tokens_BxM, temperature, vocab_axis=vocab_axis, entropy=entropy,
+                          over=logits_chunking(activation_sharding), chunk=chunk)
 
 
 @functools.lru_cache(maxsize=8)

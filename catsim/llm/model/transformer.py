@@ -179,14 +179,47 @@ def _qkv(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array, cos_BxTxE: jax.Arr
 
 
 def _attn_out_and_mlp(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array,
-                      attn_BxTxHxE: jax.Array) -> jax.Array:
-    """Residual add of the attention output, then the SwiGLU MLP block."""
+                      attn_BxTxHxE: jax.Array, mlp=None) -> jax.Array:
+    """Residual add of the attention output, then the SwiGLU MLP block (`mlp(h)`; default
+    `_mlp` with the layer's weights)."""
     b, t, _ = x_BxTxD.shape
     x_BxTxD = x_BxTxD + _linear(attn_BxTxHxE.reshape(b, t, -1), layer["wo"], layer.get("bo"))
     h_BxTxD = rms_norm(x_BxTxD, layer["mlp_norm"], cfg.rms_norm_eps)
+    return x_BxTxD + (mlp or functools.partial(_mlp, cfg, layer))(h_BxTxD)
+
+
+def _mlp(cfg: ModelConfig, layer: Params, h_BxTxD: jax.Array) -> jax.Array:
+    """SwiGLU: down(silu(h @ gate) * (h @ up)), the weights cast to the compute dtype."""
+    layer = cast_params({k: layer[k] for k in _MLP_WEIGHTS if k in layer}, cfg.dtype)
     gate_BxTxF = _linear(h_BxTxD, layer["w_gate"], layer.get("b_gate"))
     up_BxTxF = _linear(h_BxTxD, layer["w_up"], layer.get("b_up"))
-    return x_BxTxD + _linear(jax.nn.silu(gate_BxTxF) * up_BxTxF, layer["w_down"], layer.get("b_down"))
+    return _linear(jax.nn.silu(gate_BxTxF) * up_BxTxF, layer["w_down"], layer.get("b_down"))
+
+
+_MLP_WEIGHTS = ("w_gate", "w_up", "w_down", "b_gate", "b_up", "b_down")
+
+# Under remat the MLP runs over tiles of positions of at most this many B x positions x F elements
+# (`_tiled_mlp`), so that its B x T x F activations and their gradients, the largest arrays of a
+# block's backward pass at long sequences, exist one tile at a time.
+MLP_TILE_ELEMENTS = 1 << 24
+
+
+def _tiled_mlp(cfg: ModelConfig, layer: Params, h_BxTxD: jax.Array) -> jax.Array:
+    """`_mlp` applied to tiles of consecutive positions (all B rows each, so a batch-sharded h
+    stays sharded) in turn, each tile recomputed in the backward pass (`jax.checkpoint`; the tiled
+    MLP of long-sequence training, ALST: Bekman et al. 2025). `layer` holds the weights in their
+    storage dtype: each tile casts them itself, so their gradients are summed over the tiles in
+    that dtype (float32 masters: float32 sums)."""
+    b, t, d = h_BxTxD.shape
+    n = min(t, -(-b * t * cfg.intermediate_size // MLP_TILE_ELEMENTS))
+    if n <= 1:
+        return _mlp(cfg, layer, h_BxTxD)
+    c = -(-t // n)
+    n = -(-t // c)
+    h_NxBxCxD = jnp.moveaxis(jnp.pad(h_BxTxD, ((0, 0), (0, n * c - t), (0, 0))).reshape(b, n, c, d), 1, 0)
+    weights = {k: layer[k] for k in _MLP_WEIGHTS if k in layer}
+    out_NxBxCxD = jax.lax.map(jax.checkpoint(functools.partial(_mlp, cfg, weights)), h_NxBxCxD)
+    return jnp.moveaxis(out_NxBxCxD, 0, 1).reshape(b, n * c, d)[:, :t]
 
 
 def _embed(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array) -> jax.Array:
@@ -252,18 +285,68 @@ def hidden_states(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
         return x if activation_sharding is None else jax.lax.with_sharding_constraint(
             x, activation_sharding)
 
-    def block(x_BxTxD, layer):
-        layer = cast_params(layer, cfg.dtype)
+    def block(x_BxTxD, stored, tables):
+        cos_BxTxE, sin_BxTxE, valid_BxT = tables
+        layer = cast_params(stored, cfg.dtype)
         q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
         attn_BxTxHxE = attention(q_BxTxHxE, k_BxTxKxE, v_BxTxKxE, valid_BxT,
                                  implementation=cfg.attention, block_size=cfg.attention_block)
-        return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE)), None
+        mlp = functools.partial(_tiled_mlp, cfg, stored) if cfg.remat else None
+        return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE, mlp))
 
-    if cfg.remat:
-        block = jax.checkpoint(block)
     x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
-    x_BxTxD, _ = jax.lax.scan(block, x_BxTxD, params["layers"])
+    tables = (cos_BxTxE, sin_BxTxE, valid_BxT)
+    if cfg.remat:
+        x_BxTxD = remat_scan(block, x_BxTxD, params["layers"], tables)
+    else:
+        x_BxTxD, _ = jax.lax.scan(lambda x, layer: (block(x, layer, tables), None), x_BxTxD, params["layers"])
     return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
+
+
+def remat_scan(block, x_BxTxD: jax.Array, layers: Params, consts: Any) -> jax.Array:
+    """`block(x, layer, consts) -> x` applied for each layer of the stacked `layers` in turn (a
+    `lax.scan`), differentiated by recomputing each block from its input in the backward pass —
+    what `jax.checkpoint` of the block does — with the L saved inputs kept as raw bits.
+
+    Why the bits: XLA's CPU compiler runs dynamic slices of bfloat16 arrays in float32, so the
+    saved bf16 residual stream of all layers (L x B x T x D) would be held converted to float32,
+    twice its size; the same bytes seen as uint16 are sliced as they are (an accelerator sees no
+    difference). `consts` (arrays every block reads, no gradient flows to them) and `block` must
+    not close over traced arrays.
+    """
+    return _remat_scan(block, x_BxTxD, layers, consts)
+
+
+def _as_bits(x: jax.Array) -> jax.Array:
+    half = jnp.issubdtype(x.dtype, jnp.floating) and x.dtype.itemsize == 2
+    return jax.lax.bitcast_convert_type(x, jnp.uint16) if half else x
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _remat_scan(block, x_BxTxD, layers, consts):
+    return jax.lax.scan(lambda x, layer: (block(x, layer, consts), None), x_BxTxD, layers)[0]
+
+
+def _remat_scan_fwd(block, x_BxTxD, layers, consts):
+    x_out, saved_L = jax.lax.scan(lambda x, layer: (block(x, layer, consts), _as_bits(x)), x_BxTxD, layers)
+    return x_out, (saved_L, layers, consts)
+
+
+def _remat_scan_bwd(block, residuals, g_BxTxD):
+    saved_L, layers, consts = residuals
+
+    def step(g, saved_and_layer):
+        saved, layer = saved_and_layer
+        x = saved if saved.dtype == g.dtype else jax.lax.bitcast_convert_type(saved, g.dtype)
+        _, vjp = jax.vjp(lambda x, layer: block(x, layer, consts), x, layer)
+        g_x, g_layer = vjp(g)
+        return g_x, g_layer
+
+    g_x, g_layers = jax.lax.scan(step, g_BxTxD, (saved_L, layers), reverse=True)
+    return g_x, g_layers, None
+
+
+_remat_scan.defvjp(_remat_scan_fwd, _remat_scan_bwd)
 
 
 class KVCache(NamedTuple):

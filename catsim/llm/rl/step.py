@@ -256,6 +256,21 @@ def policy_loss(logp, old_logp, adv, loss_mask, spec: Method, cfg: RLConfig, ent
     return loss, metrics
 
 
+def clip_by_global_norm(max_norm: float) -> optax.GradientTransformation:
+    """`optax.clip_by_global_norm`'s rule g·min(1, max_norm/‖g‖) written as one multiplication by a
+    scalar per leaf (equal to optax's (g/‖g‖)·max_norm up to float rounding). XLA fuses such a
+    multiplication into each of its consumers (Adam's two moments), where it keeps optax's division
+    as a separate gradient-sized temporary: the whole gradient again at the optimizer step."""
+
+    def update_fn(updates, state, params=None):
+        del params
+        g_norm = optax.tree.norm(updates)
+        scale = jnp.where(g_norm < max_norm, 1.0, max_norm / g_norm)
+        return jax.tree.map(lambda t: t * scale.astype(t.dtype), updates), state
+
+    return optax.GradientTransformation(optax.init_empty_state, update_fn)
+
+
 def make_optimizer(cfg: RLConfig) -> optax.GradientTransformation:
     """clip_by_global_norm(grad_clip) then AdamW(0.9, 0.999, wd); lr warm-up counted in RL steps."""
     per_step, opt = cfg.updates_per_step, cfg.optimizer
@@ -266,7 +281,7 @@ def make_optimizer(cfg: RLConfig) -> optax.GradientTransformation:
         return peak * jnp.minimum(1.0, (rl_step + 1) / max(warm, 1)) if warm else peak
 
     clip = (dual_threshold_clip(opt.grad_clip, opt.dual_clip_lower, opt.dual_clip_amplification)
-            if cfg.use("dual_clip") else optax.clip_by_global_norm(opt.grad_clip))
+            if cfg.use("dual_clip") else clip_by_global_norm(opt.grad_clip))
     return optax.chain(clip, optax.adamw(schedule, b1=0.9, b2=0.999, weight_decay=opt.weight_decay))
 
 
