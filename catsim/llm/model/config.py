@@ -72,7 +72,7 @@ class ModelConfig:
     eos_token_ids: tuple[int, ...] = ()  # end-of-sequence ids from config.json (default stop tokens)
     pad_token_id: int | None = None  # padding id from config.json, if any
     dtype: str = "float32"  # compute dtype (activations, matmul inputs): "float32" or "bfloat16"
-    remat: bool = False  # recompute each block's activations in the backward pass (jax.checkpoint)
+    remat: bool = False  # recompute each block's activations in the backward pass (transformer.remat_scan)
     weight_dtype: str | None = None  # storage dtype of the parameters; None: the compute dtype
     attention: str = "auto"  # implementation: see catsim.llm.model.attention.IMPLEMENTATIONS
     attention_block: int = 512  # query/key block length of the blockwise implementation
