@@ -4,6 +4,7 @@ over an 8-device mesh."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -63,8 +64,17 @@ def _tiny(tmp_path) -> Path:
     return tmp_path / "base"
 
 
-def _new_bytes(before: set[int]) -> int:
-    return sum(x.nbytes for x in jax.live_arrays() if id(x) not in before)
+def _live_now() -> list:
+    """The live arrays, after collecting garbage. Keep the list while comparing: it holds the
+    arrays, so their ids cannot be reused by new arrays (leftovers of earlier tests in the same
+    process, collected mid-test, once gave a new array an old id and hid its bytes)."""
+    gc.collect()
+    return jax.live_arrays()
+
+
+def _new_bytes(before: list) -> int:
+    old = {id(x) for x in before}
+    return sum(x.nbytes for x in jax.live_arrays() if id(x) not in old)
 
 
 def test_the_plan_matches_a_real_update_of_a_tiny_model(tmp_path):
@@ -77,7 +87,7 @@ def test_the_plan_matches_a_real_update_of_a_tiny_model(tmp_path):
     model_cfg = read_model_config(base)
     plan = plan_rl_step(model_cfg, cfg, seq=seq)
 
-    before = {id(x) for x in jax.live_arrays()}
+    before = _live_now()
     _, params = load_model(base)
     fns = make_functions(model_cfg, cfg)
     opt_state = fns.optimizer.init(params)
