@@ -217,10 +217,18 @@ def guide_table_search(cdf_V, u_N):
     return jax.lax.cond(jnp.any(crowded_N), bisect_crowded, lambda idx_N: idx_N, idx_N)
 
 
-# Search batched CDFs one run after another (`lax.map`)? None: only on the CPU backend, where it
-# keeps each CDF in cache; an accelerator gets one batched search, which is what it runs in
-# parallel (not measured here: no accelerator was available).
+# Search batched CDFs (and form large batched `scatter_add`s) one run after another (`lax.map`)?
+# None: only on the CPU backend, where it keeps each run's V-long array in cache; an accelerator
+# gets one batched operation, which is what it runs in parallel (not measured here: no
+# accelerator was available).
 SEARCH_RUNS_ONE_BY_ONE: bool | None = None
+
+
+def _one_run_at_a_time() -> bool:
+    """`SEARCH_RUNS_ONE_BY_ONE`, resolved for the current backend."""
+    if SEARCH_RUNS_ONE_BY_ONE is None:
+        return jax.default_backend() == "cpu"
+    return SEARCH_RUNS_ONE_BY_ONE
 
 
 def _runs_one_by_one(search):
@@ -234,10 +242,7 @@ def _runs_one_by_one(search):
             u = jnp.broadcast_to(u, (axis_size,) + u.shape)
         if not cdf_batched:  # one CDF shared by the batch: one search over all queries
             return batched(cdf, u.reshape(-1)).reshape(u.shape), True
-        one_by_one = SEARCH_RUNS_ONE_BY_ONE
-        if one_by_one is None:
-            one_by_one = jax.default_backend() == "cpu"
-        if not one_by_one:
+        if not _one_run_at_a_time():
             return jax.vmap(search)(cdf, u), True
         return jax.lax.map(lambda args: batched(*args), (cdf, u)), True
 
@@ -317,8 +322,8 @@ def _scatter_add(base_V, actions_N, values_N):
 
 
 # From this many draws on, batched `scatter_add`s (the counts of a group) run one run after
-# another on the CPU: each run's V-long array (512 KB in float32) then stays in cache while its N
-# draws are added. Measured on 8 runs, V = 128,000, ms per batch: N = 131072 1.84 → 1.03; at
+# another on the CPU (`SEARCH_RUNS_ONE_BY_ONE`): each run's V-long array (512 KB in float32) then
+# stays in cache while its N draws are added. Measured on 8 runs, V = 128,000, ms per batch: N = 131072 1.84 → 1.03; at
 # N <= 1024 the loop over runs costs more than it saves (0.04 → 0.15 at N = 8).
 SCATTER_RUNS_ONE_BY_ONE_MIN_N = 16384
 
@@ -332,6 +337,6 @@ def _scatter_add_runs_one_by_one(base_V, actions_N, values_N):
 def _scatter_add_vmap_rule(axis_size, in_batched, base, actions, values):
     args = tuple(a if batched else jnp.broadcast_to(a, (axis_size,) + a.shape)
                  for a, batched in zip((base, actions, values), in_batched))
-    if jax.default_backend() != "cpu":
+    if not _one_run_at_a_time():
         return jax.vmap(_scatter_add)(*args), True
     return jax.lax.map(lambda a: _scatter_add_runs_one_by_one(*a), args), True
