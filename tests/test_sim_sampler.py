@@ -171,6 +171,23 @@ def test_guide_table_search_equals_searchsorted(v, n, one_by_one, scan_width, mo
     np.testing.assert_array_equal(np.asarray(one), want[0])
 
 
+@pytest.mark.parametrize("one_by_one", [True, False])
+@pytest.mark.parametrize("v,n", [(1024, 4096), (1000, 300), (5000, 100), (40, 50), (33, 50)])
+def test_block_guide_search_equals_searchsorted(v, n, one_by_one, monkeypatch):
+    """The block search (guide table over block ends, bisection in the block) returns exactly
+    searchsorted's indices on monotone CDFs: V a multiple of K or not (padded), ties,
+    zero-probability runs, crowded cells, queries at, between and beyond CDF values."""
+    monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
+    rng = np.random.default_rng(v * n)
+    cdf_RxV = _monotone_cdfs_with_ties(rng, 3, v)
+    u_RxN = _queries(rng, cdf_RxV, n)
+    want = np.stack([np.searchsorted(c, u, side="right") for c, u in zip(cdf_RxV, u_RxN)])
+    got = jax.jit(jax.vmap(sampler.block_guide_search))(jnp.asarray(cdf_RxV), jnp.asarray(u_RxN))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    one = jax.jit(sampler.block_guide_search)(jnp.asarray(cdf_RxV[0]), jnp.asarray(u_RxN[0]))
+    np.testing.assert_array_equal(np.asarray(one), want[0])
+
+
 def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
     """Logits with a wide spread make the float32 two-level CDF dip by an ulp at some block
     boundaries (never inside a block); the guide table searches its running maximum:
@@ -186,20 +203,28 @@ def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
     assert np.all(np.diff(raw.reshape(-1, sampler.BLOCK_SIZE), axis=1) >= 0)  # within blocks
     fixed = np.asarray(jax.jit(sampler.running_max_of_blocks)(jnp.asarray(raw)))
     np.testing.assert_array_equal(fixed, np.maximum.accumulate(raw))
+    # The block search of the raw CDF counts as a search of its repaired form does.
+    u = np.random.default_rng(3).random(20_000).astype(np.float32) * raw[-1]
+    u[:2000] = raw[np.flatnonzero(np.diff(raw) < 0)[:1].repeat(2000) + np.arange(2000) % 3]
+    got = jax.jit(sampler.block_guide_search)(jnp.asarray(raw), jnp.asarray(u))
+    np.testing.assert_array_equal(np.asarray(got), np.searchsorted(fixed, u, side="right"))
 
 
-def test_guide_table_and_bisection_draw_the_same_groups():
-    """Paper-size V: `sample_counts` with the guide table (N >= GUIDE_TABLE_MIN_N) draws exactly
-    the groups the bisection draws, on a policy with many tiny actions."""
+@pytest.mark.parametrize("search", ["block", "table"])
+def test_guide_tables_and_bisection_draw_the_same_groups(search):
+    """Paper-size V: `sample_counts` with the block search (N < GUIDE_TABLE_MIN_N) and the full
+    guide table (N >= GUIDE_TABLE_MIN_N) draws exactly the groups the bisection draws, on a
+    policy with many tiny actions."""
     z = np.full(128_000, -12.0, np.float32)
     z[:10_000], z[0] = 4.0, 9.0
     p = jax.nn.softmax(jnp.asarray(z))
-    n = sampler.GUIDE_TABLE_MIN_N
+    n = sampler.GUIDE_TABLE_MIN_N // (8 if search == "block" else 1)
     key = jax.random.key(5)
     cdf = sampler.two_level_cdf(p)
     u = jax.random.uniform(key, (n,)) * cdf[-1]
     assert np.all(np.diff(np.asarray(cdf)) >= 0)
-    table = jax.jit(sampler.guide_table_search)(cdf, u)
+    table = jax.jit(sampler.block_guide_search if search == "block"
+                    else sampler.guide_table_search)(cdf, u)
     np.testing.assert_array_equal(np.asarray(table), np.asarray(sampler.search_right(cdf, u)))
     counts = jax.jit(sampler.sample_counts, static_argnums=(2, 3))(key, p, n, "inverse_cdf")
     want = np.bincount(np.minimum(np.asarray(table), 127_999), minlength=128_000)
