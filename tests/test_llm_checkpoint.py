@@ -10,6 +10,7 @@ import pytest
 from llm_helpers import LLAMA3_ROPE, hf_model, save_hf, save_tokenizer
 
 from catsim.errors import CatsimError
+from catsim.llm.model import checkpoint
 from catsim.llm.model.checkpoint import INDEX_FILE, load_model, save_model
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.tokenizer import Tokenizer
@@ -37,6 +38,30 @@ def test_sharded_checkpoint_loads_like_single_file(tmp_path):
     for a, b in zip(jax.tree.leaves(p1), jax.tree.leaves(p2)):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert np.abs(np.asarray(forward(p2, cfg2, jnp.asarray(TOKENS))) - _hf_logits(model)).max() <= 1e-4
+
+
+@pytest.mark.parametrize(("file_dtype", "load_dtype", "direct"), [
+    ("float32", "float32", True), ("bfloat16", "bfloat16", True), ("float32", "bfloat16", False)])
+def test_direct_reads_equal_reads_through_safetensors(file_dtype, load_dtype, direct, tmp_path, monkeypatch):
+    """Tensors stored in the dtype they are loaded in and not transposed (embedding, norms,
+    biases) are read from the file straight into 64-byte-aligned host buffers, which XLA's CPU
+    client then uses without a copy; every parameter equals the one read through `safetensors`,
+    from a sharded directory (offsets in several files)."""
+    model = hf_model("Qwen2ForCausalLM", seed=9).to(getattr(torch, file_dtype))
+    src = save_hf(model, tmp_path / "m", max_shard_size="20KB")
+    opened = []
+    real_open = open
+    monkeypatch.setattr(checkpoint, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k),
+                        raising=False)
+    _, fast = load_model(src, dtype=load_dtype)
+    data_reads = len(opened) - len(list(src.glob("*.safetensors")))  # minus one header read per file
+    assert (data_reads > 0) == direct
+    assert np.asarray(fast["embed"]).ctypes.data % checkpoint._HOST_ALIGNMENT == 0 or not direct
+    monkeypatch.setattr(checkpoint, "_data_offsets", lambda path: {})  # every tensor via safetensors
+    _, mapped = load_model(src, dtype=load_dtype)
+    for a, b in zip(jax.tree.leaves(fast), jax.tree.leaves(mapped)):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
 @pytest.mark.parametrize(("arch", "tied", "shard"), [("LlamaForCausalLM", False, "16KB"),

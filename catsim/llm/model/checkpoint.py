@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,30 @@ def _weight_files(directory: Path) -> dict[str, Path]:
     raise CatsimError(f"{directory}: no {SINGLE_FILE} or {INDEX_FILE}{hint}")
 
 
-_FLOAT_DTYPES = {"F16", "BF16", "F32", "F64"}
+_ST_DTYPES = {"F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64"}
 _READ_CHUNK_BYTES = 64 * 2**20  # tensors are read in row blocks of at most this size
+# XLA's CPU client takes a host array aligned to this many bytes as the device buffer itself; a
+# NumPy array (16-byte aligned) is copied, which doubled the peak while loading an embedding.
+_HOST_ALIGNMENT = 64
+
+
+def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array whose data start at a multiple of `_HOST_ALIGNMENT`."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + _HOST_ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % _HOST_ALIGNMENT
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def _data_offsets(path: Path) -> dict[str, int]:
+    """Byte offset of each tensor's data in a safetensors file, from its header (8-byte
+    little-endian header length, then the JSON header whose `data_offsets` count from its end).
+    The file was opened and checked by `safetensors` before this is read."""
+    with open(path, "rb") as f:
+        length = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(length))
+    return {name: 8 + length + info["data_offsets"][0]
+            for name, info in header.items() if name != "__metadata__"}
 
 
 def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = None,
@@ -179,7 +202,8 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
 
         shardings = param_shardings(cfg, mesh)
     sources: dict[tuple[str, int | None], tuple[Path, str, bool]] = {}
-    hf_shapes: dict[str, int] = {}  # length of each tensor's first axis in the file
+    hf_shapes: dict[str, tuple[int, ...]] = {}  # each tensor's shape in the file
+    same_dtype: set[tuple[str, int | None]] = set()  # stored in the target dtype (read as is)
     with contextlib.ExitStack() as stack:  # check every tensor before reading any
         handles: dict[Path, Any] = {}
         for name, key, layer, hf_shape, transpose in expected:
@@ -195,22 +219,39 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
             if shape != hf_shape:
                 raise CatsimError(f"{path.name}: tensor {name} has shape {list(shape)}, "
                                   f"config.json implies {list(hf_shape)}")
-            if view.get_dtype() not in _FLOAT_DTYPES:
+            if view.get_dtype() not in _ST_DTYPES:
                 raise CatsimError(f"{path.name}: tensor {name} has non-float dtype {view.get_dtype()}")
             sources[key, layer] = path, name, transpose
-            hf_shapes[key] = shape[0]
+            hf_shapes[key] = shape
+            if _np_dtype(_ST_DTYPES[view.get_dtype()]) == target:
+                same_dtype.add((key, layer))
+    offsets: dict[str, int] = {}  # data offset of each tensor in its file (safetensors is little-endian)
+    if sys.byteorder == "little":
+        for path in sorted(set(files.values())):
+            offsets.update(_data_offsets(path))
 
     def read_into(out: np.ndarray, key: str, layer: int | None, index: tuple[slice, ...]) -> None:
-        """Copy the catsim-layout block `index` of one (unstacked) tensor into `out`, transposing
-        and converting in the same pass, in row blocks of at most `_READ_CHUNK_BYTES`. The file is
-        mapped only while one block is read, so neither the file's pages nor a full-size
-        temporary add to the process's memory beyond one block."""
+        """Copy the catsim-layout block `index` of one (unstacked) tensor into `out`. A block of
+        whole rows stored in the target dtype and not transposed (the embedding, norms, biases)
+        is read from the file straight into `out`. Others are transposed and converted in the
+        same pass, in row blocks of at most `_READ_CHUNK_BYTES`; the file is mapped only while
+        one block is read, so neither the file's pages nor a full-size temporary add to the
+        process's memory beyond one block."""
         path, name, transpose = sources[key, layer]
         hf_index = (index[1], index[0]) if transpose else tuple(index)
         hf_out = out.T if transpose else out
         rows = hf_out.shape[0]
+        first = hf_index[0].indices(hf_shapes[key][0])[0]
+        whole_rows = all(sl.indices(n)[:2] == (0, n) for sl, n in zip(hf_index[1:], hf_shapes[key][1:]))
+        if not transpose and (key, layer) in same_dtype and whole_rows and name in offsets:
+            # rows first .. first + rows of the file, straight into `out`: one copy, no temporary
+            begin = offsets[name] + first * hf_out[:1].nbytes
+            with open(path, "rb") as f:
+                f.seek(begin)
+                if f.readinto(memoryview(hf_out.reshape(-1).view(np.uint8))) != hf_out.nbytes:
+                    raise CatsimError(f"{path.name}: tensor {name} is truncated")
+            return
         step = max(1, _READ_CHUNK_BYTES // max(1, hf_out[:1].nbytes))  # bounded temporaries
-        first = hf_index[0].indices(hf_shapes[key])[0]
         for r in range(0, rows, step):
             chunk = (slice(first + r, first + min(r + step, rows)), *hf_index[1:])
             with _open_weights(st, path) as handle:  # unmapped after each block
@@ -224,7 +265,7 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
         def callback(index: tuple[slice, ...]) -> np.ndarray:
             bounds = tuple(sl.indices(n)[:2] for sl, n in zip(index, shape))
             if bounds not in blocks:
-                out = np.empty(tuple(b - a for a, b in bounds), target)
+                out = _aligned_empty(tuple(b - a for a, b in bounds), target)
                 if not stacked:
                     read_into(out, key, None, index)
                 else:
