@@ -411,15 +411,30 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
         return (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), None
 
     x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
-    (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), _ = jax.lax.scan(
-        block, (x_BxTxD, cache.k_LxBxSxKxE, cache.v_LxBxSxKxE),
-        (params["layers"], jnp.arange(cfg.num_layers)), unroll=unroll)
+    carry = (x_BxTxD, cache.k_LxBxSxKxE, cache.v_LxBxSxKxE)
+    if isinstance(params["layers"], (list, tuple)):  # `split_layers`: one block per layer
+        for i, layer in enumerate(params["layers"]):
+            carry, _ = block(carry, (layer, i))
+    else:
+        carry, _ = jax.lax.scan(block, carry, (params["layers"], jnp.arange(cfg.num_layers)),
+                                unroll=unroll)
+    x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = carry
     if last_only:
         x_BxTxD = x_BxTxD[:, -1:]
     cache = KVCache(k_LxBxSxKxE, v_LxBxSxKxE, valid_BxS, start + t)
     if hidden:
         return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps), cache
     return _logits(params, cfg, x_BxTxD), cache
+
+
+def split_layers(params: Params) -> Params:
+    """`params` with the stacked L x ... layer weights as a list of L per-layer dicts (a copy),
+    which `forward_cached` runs as L blocks of straight-line code. XLA's CPU backend copies a
+    slice of a stacked weight before the matmul that reads it, in every decode step (a scan's
+    dynamic slice and an unrolled static slice alike); separate arrays are read in place."""
+    layers = params["layers"]
+    count = len(jax.tree.leaves(layers)[0])
+    return {**params, "layers": [jax.tree.map(lambda a, i=i: a[i], layers) for i in range(count)]}
 
 
 def cast_params(params: Params, dtype: str) -> Params:
