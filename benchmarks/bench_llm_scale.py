@@ -82,7 +82,7 @@ def catsim_phase(model: Path, phase: str, args) -> dict:
     from catsim.llm.model.checkpoint import load_model
 
     t0 = time.perf_counter()
-    cfg, params = load_model(model)
+    cfg, params = load_model(model, donatable=phase == "step")  # as `catsim llm rl` loads it
     jax.block_until_ready(params)
     out = {"load_s": time.perf_counter() - t0}
     prompts, tokens, adv = _inputs(args)

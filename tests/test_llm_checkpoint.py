@@ -64,6 +64,20 @@ def test_direct_reads_equal_reads_through_safetensors(file_dtype, load_dtype, di
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+@pytest.mark.parametrize("donatable", [False, True])
+def test_donatable_parameters_are_reused_by_a_donating_update(donatable, tmp_path):
+    """On the CPU a loaded parameter uses its host buffer as is, which a donating update cannot
+    reuse for its result; `donatable=True` parameters (as `catsim llm rl` loads them) are."""
+    if jax.default_backend() != "cpu":
+        pytest.skip("host-buffer aliasing is a CPU property")
+    src = save_hf(hf_model("Qwen2ForCausalLM", seed=10), tmp_path / "m")
+    _, params = load_model(src, donatable=donatable)
+    embed = params["embed"]
+    before = embed.unsafe_buffer_pointer()
+    after = jax.jit(lambda x: x * 2.0, donate_argnums=0)(embed)
+    assert (after.unsafe_buffer_pointer() == before) == donatable
+
+
 @pytest.mark.parametrize(("arch", "tied", "shard"), [("LlamaForCausalLM", False, "16KB"),
                                                       ("Qwen2ForCausalLM", True, "5GB"),
                                                       ("Qwen3ForCausalLM", False, "5GB")])

@@ -161,7 +161,7 @@ def _data_offsets(path: Path) -> dict[str, int]:
 
 
 def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = None,
-               weight_dtype: str | None = None) -> tuple[ModelConfig, Params]:
+               weight_dtype: str | None = None, donatable: bool = False) -> tuple[ModelConfig, Params]:
     """Load a Hugging Face model directory: returns (ModelConfig, params).
 
     dtype: compute dtype, "float32" or "bfloat16"; None keeps the checkpoint's (float16 → float32).
@@ -169,6 +169,11 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
     in bfloat16); None: the compute dtype.
     mesh: optional `jax.sharding.Mesh`; each parameter is placed with the FSDP sharding of
     `catsim.llm.model.sharding.param_shardings`, and each device reads only its own slice.
+    donatable: the parameters will be donated to a training update. On the CPU each parameter is
+    read into a host buffer that XLA then uses as is (no copy: the load peaks near the model's
+    size); XLA cannot reuse such a buffer for a donating update's result, which then needs a
+    second copy of the parameters. donatable=True copies each parameter into memory XLA owns
+    as it is read (the load then peaks near the model plus its largest tensor).
 
     Every tensor's name, shape and dtype are checked before any is read. Tensors are then read one
     at a time from the memory-mapped files (`safetensors.safe_open(...).get_slice`), converted and
@@ -274,7 +279,8 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
                 blocks[bounds] = out
             return blocks[bounds]
 
-        return jax.make_array_from_callback(shape, sharding, callback)
+        array = jax.make_array_from_callback(shape, sharding, callback)
+        return jax.device_put(array, sharding, may_alias=False) if donatable else array
 
     params: Params = {key: build(key, False) for key in shapes if key != "layers"}
     params["layers"] = {key: build(key, True) for key in shapes["layers"]}

@@ -416,7 +416,8 @@ def _trainer(base_dir, cfg: RLConfig, task_spec, task, mesh, chat_template, dtyp
         task = rundir.task_from_spec(spec)
     else:
         spec = task_spec or rundir.task_spec(task)
-    model_cfg, params = load_model(base_dir, dtype=dtype, mesh=mesh, weight_dtype="float32")
+    model_cfg, params = load_model(base_dir, dtype=dtype, mesh=mesh, weight_dtype="float32",
+                                   donatable=True)  # the update donates them
     if remat:
         model_cfg = model_cfg.replace(remat=True)
     tokenizer = Tokenizer.from_dir(base_dir)
