@@ -4,8 +4,9 @@ devices (a 2 × 2 data × FSDP mesh) = the same commands in this single process 
 One job (two workers, `multiprocess_harness`) runs, in order: `llm sft` stopped after 2 of 4 steps
 and rerun to finish (a resume from the orbax shards both processes wrote; then its greedy held-out
 evaluation), `llm sample --json` and `llm eval --json` through the CLI with the multi-process
-options, then the evaluation library (pass@k, the rare set, ΔNLL_rare, retained answer mass) on a
-toy task whose random base model solves ~10% of its samples. The references run here: sft
+options, `llm sample --task` on the sft model's held-out prompts, then the evaluation library
+(pass@k, the rare set, ΔNLL_rare, retained answer mass) on a toy task whose random base model
+solves ~10% of its samples. The references run here: sft
 uninterrupted and sample while the workers run, then eval on the workers' sft model, and the
 library on the same models. About 2 min on the shared 2-core machine (the sft, sample, eval and
 library checks share the job's start-up and compilations: ~30 s each).
@@ -37,6 +38,9 @@ SFT = ["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--ste
 # the sampler shapes of library_eval's pass@k (8 rows, 6 new tokens): one compiled program for both
 SAMPLE = ["llm", "sample", "--prompt", "UDU>", "--prompt", "DDU>", "--n", "4", "--max-new-tokens", "6", "--json"]
 EVAL = ["llm", "eval", "--n", "2", "--prompts", "4", "--batch-size", "8"]
+# the task's held-out prompts through `llm sample --task` (the model's own task file)
+SAMPLE_TASK = ["llm", "sample", "--task", "maze", "--task-prompts", "2", "--n", "2", "--max-new-tokens", "6",
+               "--json", "--quiet"]
 
 WORKER = textwrap.dedent("""
     import contextlib, io, json, sys
@@ -65,9 +69,10 @@ WORKER = textwrap.dedent("""
     cli("sft", {sft!r} + ["--out", str(root / "multi-sft")])
     cli("sample", {sample!r} + ["--model", str(root / "base")])
     cli("eval", {eval!r} + [str(root / "multi-sft"), "--json", str(root / f"eval-{{pid}}.json")])
+    cli("sample-task", {sample_task!r} + ["--model", str(root / "multi-sft")])
     (root / f"library-{{pid}}.json").write_text(json.dumps(library_eval(root, make_mesh(data=2, fsdp=2))))
     print("WORKER-OK", pid, flush=True)
-""").format(sft=SFT, sample=SAMPLE, eval=EVAL)
+""").format(sft=SFT, sample=SAMPLE, eval=EVAL, sample_task=SAMPLE_TASK)
 
 
 def library_eval(root: Path, mesh) -> dict:
@@ -115,6 +120,7 @@ def job(tmp_path_factory):
     finally:
         wait_all(procs, root)
     single["eval"] = _cli(EVAL + [str(root / "multi-sft"), "--json", str(root / "eval-single.json")])
+    single["sample-task"] = _cli(SAMPLE_TASK + ["--model", str(root / "multi-sft")])
     return root, single
 
 
@@ -164,6 +170,16 @@ def test_sample_two_processes_equal_one_process(job):
         assert (x["prompt_id"], x["sample_id"], x["tokens"], x["text"], x["finished"]) == \
                (y["prompt_id"], y["sample_id"], y["tokens"], y["text"], y["finished"])
         assert y["logprob"] == pytest.approx(x["logprob"], rel=1e-5)  # a few nats in float32
+
+
+@pytest.mark.slow
+def test_task_sampling_two_processes_equal_one_process(job):
+    """`llm sample --task` on the 2 × 2 mesh prints what one process prints, from process 0 only."""
+    root, single = job
+    assert (root / "sample-task-1.out").read_text() == ""
+    lines = single["sample-task"].splitlines()
+    assert len([line for line in lines if line.startswith("{")]) == 4  # 2 prompts × 2 samples
+    assert (root / "sample-task-0.out").read_text() == single["sample-task"]
 
 
 @pytest.mark.slow
