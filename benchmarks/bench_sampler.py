@@ -1,12 +1,13 @@
-"""CPU time of the simulator's large-N group sampler: bisection vs guide table, side by side.
+"""CPU time of the simulator's large-N group sampler: bisection vs block search vs guide table.
 
 For each N and policy: 8 runs vmapped (as the engine runs a cell), V = 128,000, `sample_counts`
-with the inverse-CDF sampler searching by bisection (`search_right`, the baseline) and by the
-guide table (`guide_table_search`), plus the search alone on the same (non-decreasing) CDF and
-uniforms. Prints
-process CPU ms per run (best of --repeat; CPU time, since the machine may be shared), the ratio
-bisection ÷ table, checks that both searches return identical indices, and the share of draws in
-crowded cells (bisected in batches). `--policies FILE.npy` adds policies saved as [8, V] arrays.
+with the inverse-CDF sampler searching by bisection (`search_right`, the baseline), by the block
+search (`block_guide_search`, the default for 2048 < N < 131072) and by the guide table over all
+V entries (`guide_table_search`, from N = 131072), plus the search alone on the same
+(non-decreasing) CDF and uniforms. Prints process CPU ms per run (best of --repeat; CPU time,
+since the machine may be shared), the ratios bisection ÷ block and bisection ÷ table, checks that
+the three searches return identical indices, and the share of draws in crowded cells of the full
+table. `--policies FILE.npy` adds policies saved as [8, V] arrays.
 
     PYTHONPATH=. python benchmarks/bench_sampler.py
     PYTHONPATH=. python benchmarks/bench_sampler.py --sizes 8192,16384 --repeat 9
@@ -64,37 +65,37 @@ def main() -> None:
     for path in filter(None, args.policies.split(",")):
         pols[path] = jnp.asarray(np.load(path), jnp.float32)
     keys = jax.random.split(jax.random.key(0), RUNS)
-    default_min_n = sampler.GUIDE_TABLE_MIN_N
-    print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {'table':>6} {'ratio':>6} | "
-          f"{'search: bisect':>14} {'table':>6} {'ratio':>6} | crowded draws")
+    labels = ("bisect", "block", "table")
+    searches = {"bisect": sampler.search_right, "block": sampler.block_guide_search,
+                "table": sampler.guide_table_search}
+    print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {'block':>6} {'table':>6} {'ratios':>11} | "
+          f"{'search: bisect':>14} {'block':>6} {'table':>6} {'ratios':>11} | crowded draws")
     for n in (int(s) for s in args.sizes.split(",")):
         for name, p_RxV in pols.items():
             cdf_RxV = jax.jit(jax.vmap(lambda p: sampler.running_max_of_blocks(
                 sampler.two_level_cdf(p))))(p_RxV)
             u_RxN = jax.jit(jax.vmap(lambda k, c: jax.random.uniform(k, (n,)) * c[-1]))(  # noqa: B023
                 keys, cdf_RxV)
-            searches = {}
             counts = {}
-            for label, threshold in (("bisect", 2**31), ("table", 0)):
-                sampler.GUIDE_TABLE_MIN_N = threshold  # read when traced: compile now
+            for label in labels:
+                sampler.SEARCH = label  # read when traced: compile now
                 counts[label] = jax.jit(jax.vmap(
                     lambda k, p: sampler.sample_counts(k, p, n, "inverse_cdf")  # noqa: B023
                 )).lower(keys, p_RxV).compile()
-                search = sampler.search_right if label == "bisect" else sampler.guide_table_search
-                searches[label] = jax.jit(jax.vmap(search))
-            sampler.GUIDE_TABLE_MIN_N = default_min_n
-            same = np.array_equal(np.asarray(searches["bisect"](cdf_RxV, u_RxN)),
-                                  np.asarray(searches["table"](cdf_RxV, u_RxN)))
-            if not same:
-                raise SystemExit(f"N = {n}, {name}: the two searches differ")
+            sampler.SEARCH = None
+            search = {label: jax.jit(jax.vmap(searches[label])) for label in labels}
+            found = [np.asarray(search[label](cdf_RxV, u_RxN)) for label in labels]
+            if not all(np.array_equal(found[0], other) for other in found[1:]):
+                raise SystemExit(f"N = {n}, {name}: the searches differ")
             t = {f"{kind}/{label}": cpu_ms_per_run(f, *a, repeat=args.repeat)
                  for kind, fs, a in (("counts", counts, (keys, p_RxV)),
-                                     ("search", searches, (cdf_RxV, u_RxN)))
+                                     ("search", search, (cdf_RxV, u_RxN)))
                  for label, f in fs.items()}
-            print(f"{n:>7} {name:>8} | {t['counts/bisect']:>14.3f} {t['counts/table']:>6.3f} "
-                  f"{t['counts/bisect'] / t['counts/table']:>5.2f}x | {t['search/bisect']:>14.3f} "
-                  f"{t['search/table']:>6.3f} {t['search/bisect'] / t['search/table']:>5.2f}x | "
-                  f"{_crowded_fraction(cdf_RxV, u_RxN):.4f}", flush=True)
+            row = [f"{n:>7} {name:>8}"]
+            for kind in ("counts", "search"):
+                b, k, g = (t[f"{kind}/{label}"] for label in labels)
+                row.append(f"{b:>14.3f} {k:>6.3f} {g:>6.3f} {b / k:>4.2f}/{b / g:>4.2f}x")
+            print(" | ".join(row) + f" | {_crowded_fraction(cdf_RxV, u_RxN):.4f}", flush=True)
 
 
 def _crowded_fraction(cdf_RxV, u_RxN) -> float:

@@ -297,6 +297,9 @@ guide_table_search = _runs_one_by_one(lambda cdf_V, u_N: _guide_table_search(cdf
 # 8 runs, ms per run-step, full table vs block search vs bisection: N = 32768 0.79 / 0.57 / 0.69;
 # 65536 1.01 / 0.86 / 0.99; 131072 1.47 / 1.52 / 1.48).
 GUIDE_TABLE_MIN_N = 131072
+# Force one search ("bisect", "block" or "table") instead of the choice by N (benchmarks, tests;
+# read when the sampler is traced).
+SEARCH: str | None = None
 
 
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
@@ -304,9 +307,11 @@ def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOC
     cdf = two_level_cdf(p_V, block_size)
     u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cdf[-1]
     # (the tables' counts are float32 sums, exact below 2^24)
-    if group_size >= 2**24 or cdf.shape[0] >= 2**24:
+    search = SEARCH or ("bisect" if group_size >= 2**24 or cdf.shape[0] >= 2**24 else
+                        "table" if group_size >= GUIDE_TABLE_MIN_N else "block")
+    if search == "bisect":
         idx_N = search_right(cdf, u_N)
-    elif group_size >= GUIDE_TABLE_MIN_N:
+    elif search == "table":
         idx_N = guide_table_search(running_max_of_blocks(cdf, block_size), u_N)
     else:
         idx_N = block_guide_search(cdf, u_N)
