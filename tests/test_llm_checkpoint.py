@@ -168,6 +168,41 @@ def test_init_params_save_load(tmp_path):
     assert np.abs(np.asarray(forward(params, cfg, jnp.asarray(TOKENS % 50))) - ref).max() <= 1e-4
 
 
+def test_save_replaces_files_atomically_and_removes_another_layout(tmp_path, monkeypatch):
+    """Each file is written through a temporary file and a rename: a save that fails while
+    writing the weights leaves the previous model loadable. A single-file save over a sharded
+    directory (and back) removes the other layout's files once the new ones are in place."""
+    cfg = ModelConfig(vocab_size=50, hidden_size=32, intermediate_size=48, num_layers=2, num_heads=4,
+                      num_kv_heads=1, head_dim=8, architecture="Qwen2ForCausalLM", qkv_bias=True)
+    old, new = init_params(cfg, jax.random.key(0)), init_params(cfg, jax.random.key(1))
+    save_model(tmp_path, cfg, old, max_shard_size="20KB")
+    assert (tmp_path / INDEX_FILE).is_file()
+    save_model(tmp_path, cfg, old)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "model.safetensors"]
+
+    real = checkpoint._safetensors()
+
+    class Failing:  # writes half a file, then the disk fills up
+        class numpy:  # noqa: N801
+            @staticmethod
+            def save_file(tensors, path, metadata=None):
+                open(path, "wb").write(b"\0" * 100)
+                raise OSError("No space left on device")
+
+    monkeypatch.setattr(checkpoint, "_safetensors", lambda: Failing)
+    with pytest.raises(OSError, match="No space"):
+        save_model(tmp_path, cfg, new)
+    monkeypatch.setattr(checkpoint, "_safetensors", lambda: real)
+    _, loaded = load_model(tmp_path)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(old)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    save_model(tmp_path, cfg, new, max_shard_size="20KB")
+    assert not (tmp_path / "model.safetensors").exists() and (tmp_path / INDEX_FILE).is_file()
+    _, loaded = load_model(tmp_path)
+    for a, b in zip(jax.tree.leaves(loaded), jax.tree.leaves(new)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 # ---------------------------------------------------------------------------- loading errors
 @pytest.fixture
 def good_dir(tmp_path):

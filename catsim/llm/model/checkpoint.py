@@ -338,30 +338,44 @@ def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenize
             size = 0
         shards[-1][name] = array
         size += array.nbytes
-    for stale in list(directory.glob("model*.safetensors")) + [directory / INDEX_FILE]:
-        stale.unlink(missing_ok=True)
     metadata = {"format": "pt"}
+    written = []
     if len(shards) == 1:
-        _save_weights(st, shards[0], directory / SINGLE_FILE, metadata)
+        written.append(_save_weights(st, shards[0], directory / SINGLE_FILE, metadata))
     else:
         weight_map = {}
         for i, shard in enumerate(shards, start=1):
             fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
-            _save_weights(st, shard, directory / fname, metadata)
+            written.append(_save_weights(st, shard, directory / fname, metadata))
             weight_map.update({name: fname for name in shard})
         total = sum(a.nbytes for a in tensors.values())
-        (directory / INDEX_FILE).write_text(json.dumps(
-            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
-    (directory / "config.json").write_text(json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
+        written.append(_write_text(directory / INDEX_FILE, json.dumps(
+            {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n"))
+    _write_text(directory / "config.json", json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
+    for stale in list(directory.glob("model*.safetensors")) + [directory / INDEX_FILE]:
+        if stale not in written:  # another layout's files, removed once the new ones are in place
+            stale.unlink(missing_ok=True)
     if tokenizer is not None:
         tokenizer.save(directory)
     return directory
 
 
-def _save_weights(st, tensors: dict[str, np.ndarray], path: Path, metadata: dict[str, str]) -> None:
-    """`safetensors.numpy.save_file`, then the permissions any other file of the directory gets
-    (safetensors creates its files 0600, which hides a shared model from the other users)."""
-    st.numpy.save_file(tensors, str(path), metadata=metadata)
+def _write_text(path: Path, text: str) -> Path:
+    """Write through a temporary file next to `path` and a rename (a reader never sees half)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def _save_weights(st, tensors: dict[str, np.ndarray], path: Path, metadata: dict[str, str]) -> Path:
+    """`safetensors.numpy.save_file` to a temporary file renamed into place, with the permissions
+    any other file of the directory gets (safetensors creates its files 0600, which hides a
+    shared model from the other users)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    st.numpy.save_file(tensors, str(tmp), metadata=metadata)
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    os.replace(tmp, path)
+    return path

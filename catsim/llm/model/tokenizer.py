@@ -14,6 +14,7 @@ options and helpers `transformers` provides (`trim_blocks`, `lstrip_blocks`, `ra
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,13 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ saving
     def save(self, directory: str | Path) -> None:
-        """Write tokenizer.json and tokenizer_config.json (with the chat template)."""
+        """Write tokenizer.json and tokenizer_config.json (with the chat template), each through a
+        temporary file and a rename."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self.backend.save(str(directory / "tokenizer.json"))
+        tmp = directory / ".tokenizer.json.tmp"
+        self.backend.save(str(tmp))
+        os.replace(tmp, directory / "tokenizer.json")
         config = dict(self.config)
         config.setdefault("tokenizer_class", "PreTrainedTokenizerFast")
         for key, value in (("bos_token", self.bos_token), ("eos_token", self.eos_token),
@@ -138,7 +142,9 @@ class Tokenizer:
                            ("chat_template", self.chat_template)):
             if value is not None:
                 config[key] = value
-        (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2) + "\n")
+        tmp = directory / ".tokenizer_config.json.tmp"
+        tmp.write_text(json.dumps(config, indent=2) + "\n")
+        os.replace(tmp, directory / "tokenizer_config.json")
 
 
 class _TemplateError(Exception):
