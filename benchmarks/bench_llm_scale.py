@@ -224,6 +224,8 @@ def main(argv=None) -> int:
         ("load peak memory (MB)", c["load"]["peak_mb"], t["load"]["peak_mb"], c["load"]["peak_mb"] / t["load"]["peak_mb"]),
         ("generation (tok/s)", gen_tokens / c["generate"]["generate_s"], gen_tokens / t["generate"]["generate_s"],
          t["generate"]["generate_s"] / c["generate"]["generate_s"]),
+        ("generation peak memory (MB)", c["generate"]["peak_mb"], t["generate"]["peak_mb"],
+         c["generate"]["peak_mb"] / t["generate"]["peak_mb"]),
         ("RL step (s)", c["step"]["step_s"], t["step"]["step_s"], c["step"]["step_s"] / t["step"]["step_s"]),
         ("RL step peak memory (MB)", c["step"]["peak_mb"], t["step"]["peak_mb"],
          c["step"]["peak_mb"] / t["step"]["peak_mb"]),
