@@ -161,13 +161,18 @@ def test_guide_table_search_equals_searchsorted(v, n, one_by_one, scan_width, mo
     in batches) and — with a scan width of 0 — every draw sent through the batched bisection."""
     monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
     monkeypatch.setattr(sampler, "GUIDE_SCAN_WIDTH", scan_width)
-    rng = np.random.default_rng(v + n)
+    _assert_equals_searchsorted(sampler.guide_table_search, v, n, seed=v + n)
+
+
+def _assert_equals_searchsorted(search, v, n, seed):
+    """`search` batched over 3 runs (and on one run) = np.searchsorted, side="right"."""
+    rng = np.random.default_rng(seed)
     cdf_RxV = _monotone_cdfs_with_ties(rng, 3, v)
     u_RxN = _queries(rng, cdf_RxV, n)
     want = np.stack([np.searchsorted(c, u, side="right") for c, u in zip(cdf_RxV, u_RxN)])
-    got = jax.jit(jax.vmap(sampler.guide_table_search))(jnp.asarray(cdf_RxV), jnp.asarray(u_RxN))
+    got = jax.jit(jax.vmap(search))(jnp.asarray(cdf_RxV), jnp.asarray(u_RxN))
     np.testing.assert_array_equal(np.asarray(got), want)
-    one = jax.jit(sampler.guide_table_search)(jnp.asarray(cdf_RxV[0]), jnp.asarray(u_RxN[0]))
+    one = jax.jit(search)(jnp.asarray(cdf_RxV[0]), jnp.asarray(u_RxN[0]))
     np.testing.assert_array_equal(np.asarray(one), want[0])
 
 
@@ -178,14 +183,7 @@ def test_block_guide_search_equals_searchsorted(v, n, one_by_one, monkeypatch):
     searchsorted's indices on monotone CDFs: V a multiple of K or not (padded), ties,
     zero-probability runs, crowded cells, queries at, between and beyond CDF values."""
     monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
-    rng = np.random.default_rng(v * n)
-    cdf_RxV = _monotone_cdfs_with_ties(rng, 3, v)
-    u_RxN = _queries(rng, cdf_RxV, n)
-    want = np.stack([np.searchsorted(c, u, side="right") for c, u in zip(cdf_RxV, u_RxN)])
-    got = jax.jit(jax.vmap(sampler.block_guide_search))(jnp.asarray(cdf_RxV), jnp.asarray(u_RxN))
-    np.testing.assert_array_equal(np.asarray(got), want)
-    one = jax.jit(sampler.block_guide_search)(jnp.asarray(cdf_RxV[0]), jnp.asarray(u_RxN[0]))
-    np.testing.assert_array_equal(np.asarray(one), want[0])
+    _assert_equals_searchsorted(sampler.block_guide_search, v, n, seed=v * n)
 
 
 def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
