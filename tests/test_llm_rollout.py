@@ -140,6 +140,29 @@ def test_decoding_with_split_layers_equals_the_layer_scan(sampling, monkeypatch)
     jax.clear_caches()
 
 
+def test_layers_are_split_only_on_the_cpu_and_when_the_copy_fits(monkeypatch):
+    """The per-layer copy is made on the CPU backend when it takes at most half of the host
+    memory available (MemAvailable); `DECODE_SPLIT_LAYERS` overrides."""
+    import sys
+
+    from catsim.llm import rollout
+
+    if sys.platform == "linux":
+        assert rollout._available_host_bytes() > 0
+    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", None)
+    monkeypatch.setattr(rollout, "_available_host_bytes", lambda: 10 * 2**30)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert rollout._split_layers_for_decode(4 * 2**30)
+    assert not rollout._split_layers_for_decode(6 * 2**30)  # more than half of what is available
+    monkeypatch.setattr(rollout, "_available_host_bytes", lambda: None)
+    assert not rollout._split_layers_for_decode(1)
+    monkeypatch.setattr(rollout, "_available_host_bytes", lambda: 10 * 2**30)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert not rollout._split_layers_for_decode(1)
+    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", True)
+    assert rollout._split_layers_for_decode(6 * 2**30)
+
+
 def test_greedy_token_is_the_first_maximum():
     from catsim.llm.rollout import _first_max_index
 

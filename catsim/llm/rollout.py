@@ -121,18 +121,33 @@ def _sample_one(logits_V: jax.Array, key: jax.Array,
     return token, policy_logp_V[token], model_logp_V[token]
 
 
-# Decode with per-layer weight arrays (`split_layers`)? None: on the CPU backend only. There a
-# slice of the stacked L x ... weights is copied before each matmul of every decode step (0.5B
-# shape, 4 layers, float32, 4 rows: 44.9 -> 33.6 ms per step); the split costs one copy of the
-# layer weights while `generate` runs. Accelerators keep the scan (not measured: no accelerator
-# was available).
+# Decode with per-layer weight arrays (`split_layers`)? None: on the CPU backend only, and only
+# when the copy takes at most half of the host memory available. On the CPU a slice of the
+# stacked L x ... weights is copied before each matmul of every decode step (0.5B shape, 4 layers,
+# float32, 4 rows: 44.9 -> 33.6 ms per step); the split costs one copy of the layer weights while
+# `generate` runs. Accelerators keep the scan (not measured: no accelerator was available).
 DECODE_SPLIT_LAYERS: bool | None = None
 
 
-def _split_layers_for_decode() -> bool:
-    if DECODE_SPLIT_LAYERS is None:
-        return jax.default_backend() == "cpu"
-    return DECODE_SPLIT_LAYERS
+def _available_host_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux), else None."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _split_layers_for_decode(layer_bytes: int) -> bool:
+    if DECODE_SPLIT_LAYERS is not None:
+        return DECODE_SPLIT_LAYERS
+    if jax.default_backend() != "cpu":
+        return False
+    available = _available_host_bytes()
+    return available is not None and layer_bytes <= available // 2
 
 
 class _LoopState(NamedTuple):
@@ -169,7 +184,7 @@ def generate(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_
 
     prompt_mask_BxP = prompt_mask_BxP.astype(bool)
     params = cast_params(params, cfg.dtype)  # once, not in every decode step (float32 masters)
-    if _split_layers_for_decode():
+    if _split_layers_for_decode(sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(params["layers"]))):
         params = split_layers(params)
     cache = init_cache(cfg, b, p + n)
     logits_Bx1xV, cache = forward_cached(
