@@ -307,6 +307,8 @@ def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOC
     cdf = two_level_cdf(p_V, block_size)
     u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cdf[-1]
     # (the tables' counts are float32 sums, exact below 2^24)
+    if SEARCH not in (None, "bisect", "block", "table"):
+        raise CatsimError(f"sampler.SEARCH must be None, 'bisect', 'block' or 'table', got {SEARCH!r}")
     search = SEARCH or ("bisect" if group_size >= 2**24 or cdf.shape[0] >= 2**24 else
                         "table" if group_size >= GUIDE_TABLE_MIN_N else "block")
     if search == "bisect":
