@@ -227,3 +227,24 @@ def test_guide_tables_and_bisection_draw_the_same_groups(search):
     counts = jax.jit(sampler.sample_counts, static_argnums=(2, 3))(key, p, n, "inverse_cdf")
     want = np.bincount(np.minimum(np.asarray(table), 127_999), minlength=128_000)
     np.testing.assert_array_equal(np.asarray(counts), want)
+
+
+def test_forced_searches_draw_the_same_counts(monkeypatch):
+    """`sampler.SEARCH` forces one search; all three draw the same group on a monotone CDF, and
+    an unknown name is an error."""
+    z = np.full(4096, -6.0, np.float32)
+    z[:300] = 2.0
+    p = jax.nn.softmax(jnp.asarray(z))
+    counts = {}
+    for search in ("bisect", "block", "table"):
+        monkeypatch.setattr(sampler, "SEARCH", search)
+        jax.clear_caches()  # SEARCH is read when the sampler is traced
+        counts[search] = np.asarray(jax.jit(sampler.sample_counts, static_argnums=(2, 3))(
+            jax.random.key(3), p, 5000, "inverse_cdf"))
+    assert counts["bisect"].sum() == 5000
+    np.testing.assert_array_equal(counts["bisect"], counts["block"])
+    np.testing.assert_array_equal(counts["bisect"], counts["table"])
+    monkeypatch.setattr(sampler, "SEARCH", "guide")
+    jax.clear_caches()
+    with pytest.raises(ValueError, match="SEARCH"):
+        sampler.sample_counts(jax.random.key(3), p, 5000, "inverse_cdf")
