@@ -222,18 +222,10 @@ def _guide_table_search(cdf_V, u_N, cells: int | None = None):
     return jax.lax.cond(jnp.any(crowded_N), bisect_crowded, lambda idx_N: idx_N, idx_N)
 
 
-# Search batched CDFs one run after another (`lax.map`)?
-# None: only on the CPU backend, where it keeps each run's V-long array in cache; an accelerator
-# gets one batched operation, which is what it runs in parallel (not measured here: no
-# accelerator was available).
+# Search batched CDFs one run after another (`lax.map`)? None: only on the CPU backend, where it
+# keeps each CDF in cache; an accelerator gets one batched search, which is what it runs in
+# parallel (not measured here: no accelerator was available).
 SEARCH_RUNS_ONE_BY_ONE: bool | None = None
-
-
-def _one_run_at_a_time() -> bool:
-    """`SEARCH_RUNS_ONE_BY_ONE`, resolved for the current backend."""
-    if SEARCH_RUNS_ONE_BY_ONE is None:
-        return jax.default_backend() == "cpu"
-    return SEARCH_RUNS_ONE_BY_ONE
 
 
 def _runs_one_by_one(search):
@@ -247,7 +239,10 @@ def _runs_one_by_one(search):
             u = jnp.broadcast_to(u, (axis_size,) + u.shape)
         if not cdf_batched:  # one CDF shared by the batch: one search over all queries
             return batched(cdf, u.reshape(-1)).reshape(u.shape), True
-        if not _one_run_at_a_time():
+        one_by_one = SEARCH_RUNS_ONE_BY_ONE
+        if one_by_one is None:
+            one_by_one = jax.default_backend() == "cpu"
+        if not one_by_one:
             return jax.vmap(search)(cdf, u), True
         return jax.lax.map(lambda args: batched(*args), (cdf, u)), True
 
