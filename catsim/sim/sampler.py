@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from catsim.errors import CatsimError
+from catsim.sim import threefry
 
 # K: actions per block (128,000 = 4000 blocks). Both samplers cost O(K) per action for the
 # per-block prefix sums (a K×K triangular matmul) and the blocked one O(K²) per draw; measured
@@ -89,7 +90,7 @@ def sample_actions_blocked(key, p_V, group_size: int, block_size: int = BLOCK_SI
     p_BxK = _blocks(p_V, block_size)
     mass_B = jnp.sum(p_BxK, axis=1)
     cum_B = _prefix_sum(mass_B)
-    u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cum_B[-1]
+    u_N = threefry.uniform(key, group_size, p_V.dtype) * cum_B[-1]
     # First block whose inclusive prefix exceeds u, so cum_B[b−1] <= u and r >= 0 exactly.
     b_N = jnp.clip(jnp.searchsorted(cum_B, u_N, side="right"), 0, cum_B.shape[0] - 1)
     r_N = u_N - jnp.where(b_N > 0, cum_B[jnp.maximum(b_N - 1, 0)], 0.0)
@@ -300,7 +301,7 @@ SEARCH: str | None = None
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
     """N i.i.d. draws from p by inverse CDF over all V actions. -> [N] int32."""
     cdf = two_level_cdf(p_V, block_size)
-    u_N = jax.random.uniform(key, (group_size,), dtype=p_V.dtype) * cdf[-1]
+    u_N = threefry.uniform(key, group_size, p_V.dtype) * cdf[-1]
     # (the tables' counts are float32 sums, exact below 2^24)
     if SEARCH not in (None, "bisect", "block", "table"):
         raise CatsimError(f"sampler.SEARCH must be None, 'bisect', 'block' or 'table', got {SEARCH!r}")
