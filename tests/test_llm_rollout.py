@@ -18,12 +18,13 @@ PROMPTS = [[5, 6, 7, 8, 9], [10, 11], [12, 13, 14]]
 KEY = jax.random.key(42)
 
 
-def _run(rows, sampling, width=None):
+def _run(rows, sampling, width=None, params=None):
     """rows: list of (prompt index, sample index)."""
     tokens, mask = left_pad([PROMPTS[p] for p, _ in rows], length=width)
     ids = jnp.asarray([p for p, _ in rows], jnp.int32)
     samples = jnp.asarray([s for _, s in rows], jnp.int32)
-    return jax.device_get(generate(PARAMS, CFG, sampling, tokens, mask, KEY, ids, samples))
+    return jax.device_get(generate(PARAMS if params is None else params, CFG, sampling, tokens, mask, KEY,
+                                   ids, samples))
 
 
 # One sampling configuration and batch shape for most tests, so they share compiled programs.
@@ -159,8 +160,44 @@ def test_layers_are_split_only_on_the_cpu_and_when_the_copy_fits(monkeypatch):
     monkeypatch.setattr(rollout, "_available_host_bytes", lambda: 10 * 2**30)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert not rollout._split_layers_for_decode(1)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(jax, "process_count", lambda: 2)  # processes must agree: no local rule
+    assert not rollout._split_layers_for_decode(1)
     monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", True)
     assert rollout._split_layers_for_decode(6 * 2**30)
+
+
+def test_split_layers_released_equals_the_copy_and_frees_the_stacked_weights():
+    from catsim.llm.model.transformer import split_layers
+
+    stacked = jax.tree.map(jnp.copy, PARAMS)  # its own arrays, to be deleted
+    copied = split_layers(PARAMS)
+    released = split_layers(stacked, release=True)
+    assert all(leaf.is_deleted() for leaf in jax.tree.leaves(stacked["layers"]))
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(PARAMS))
+    assert len(released["layers"]) == CFG.num_layers
+    for a, b in zip(jax.tree.leaves(copied), jax.tree.leaves(released), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert split_layers(released) is released  # already split: as it is
+
+
+def test_decode_params_split_once_for_generate(monkeypatch):
+    """`catsim llm sample`'s layout: the layers split and the stacked arrays released before
+    `generate`, which then runs them as they are; the same tokens and log-probs as the stack."""
+    from catsim.llm import rollout
+
+    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", False)
+    params = jax.tree.map(jnp.copy, PARAMS)
+    assert rollout.decode_params(params) is params  # where generate keeps the stack, so does this
+    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", True)
+    laid_out = rollout.decode_params(params)
+    assert isinstance(laid_out["layers"], list)
+    assert all(leaf.is_deleted() for leaf in jax.tree.leaves(params["layers"]))
+    jax.clear_caches()  # generate (still told to split) runs the split layers as they are
+    ours, stacked = _run(ROWS, SAMPLING, params=laid_out), _run(ROWS, SAMPLING)
+    np.testing.assert_array_equal(ours.tokens_BxN, stacked.tokens_BxN)
+    np.testing.assert_allclose(ours.logprobs_BxN, stacked.logprobs_BxN, atol=1e-5)
+    jax.clear_caches()
 
 
 def test_greedy_token_is_the_first_maximum():

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     from catsim.llm.model.checkpoint import load_model
     from catsim.llm.model.sharding import whole_rows
     from catsim.llm.model.tokenizer import Tokenizer
-    from catsim.llm.rollout import bucket, encode_prompt, sample_groups
+    from catsim.llm.rollout import bucket, decode_params, encode_prompt, sample_groups
 
     prompts = prompt_sources(args)
     if args.n < 1:
@@ -110,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     initialize_from_args(args)  # every process samples the same rows over one mesh; process 0 prints
     mesh, say = mesh_from_args(args), writer_print()
     cfg, params = load_model(args.model, dtype=args.dtype, mesh=mesh)
+    params = decode_params(params)  # only generate reads them: split once, not held twice
     tokenizer = Tokenizer.from_dir(args.model)
     sampling = sampling_config(args, cfg, tokenizer)
     chat = tokenizer.chat_template is not None if args.chat is None else args.chat

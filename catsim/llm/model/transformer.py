@@ -427,14 +427,26 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
     return _logits(params, cfg, x_BxTxD), cache
 
 
-def split_layers(params: Params) -> Params:
+def split_layers(params: Params, *, release: bool = False) -> Params:
     """`params` with the stacked L x ... layer weights as a list of L per-layer dicts (a copy),
     which `forward_cached` runs as L blocks of straight-line code. XLA's CPU backend copies a
     slice of a stacked weight before the matmul that reads it, in every decode step (a scan's
-    dynamic slice and an unrolled static slice alike); separate arrays are read in place."""
+    dynamic slice and an unrolled static slice alike); separate arrays are read in place.
+
+    Already split parameters are returned as they are. `release` (concrete arrays only, not
+    under `jit`): delete each stacked array once its layers are copied out, so that at most one
+    weight exists twice at a time; the caller must hold no other reference to them."""
     layers = params["layers"]
-    count = len(jax.tree.leaves(layers)[0])
-    return {**params, "layers": [jax.tree.map(lambda a, i=i: a[i], layers) for i in range(count)]}
+    if isinstance(layers, (list, tuple)):
+        return params
+    leaves, treedef = jax.tree.flatten(layers)
+    count = leaves[0].shape[0]
+    per_leaf = []
+    for leaf in leaves:
+        per_leaf.append([leaf[i] for i in range(count)])
+        if release:
+            leaf.delete()
+    return {**params, "layers": [treedef.unflatten([parts[i] for parts in per_leaf]) for i in range(count)]}
 
 
 def cast_params(params: Params, dtype: str) -> Params:
