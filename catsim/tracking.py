@@ -25,7 +25,6 @@ import hashlib
 import importlib.util
 import json
 import math
-import os
 import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.files import write_text
 
 # sink name -> (module that must be importable, pip extra that installs it)
 SINKS = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
@@ -135,9 +135,7 @@ def truncate_records(path: str | Path, step: int | None) -> list[dict]:
     Returns the records kept."""
     path = Path(path)
     kept = [] if step is None else [r for r in read_records(path) if r["step"] <= step]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-    os.replace(tmp, path)
+    write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
     return kept
 
 

@@ -1,16 +1,8 @@
-"""Atomic text files for the experiments' outputs (a reader never sees half a file)."""
+"""Atomic text files for the experiments' outputs (a reader never sees half a file): the
+project-wide writer of `catsim.files`."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from catsim.files import write_text
 
-
-def write_text(path, text: str) -> Path:
-    """Write `text` to `path` through a temporary file in the same folder and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+__all__ = ["write_text"]

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ from scipy import stats
 
 from catsim.errors import CatsimError
 from catsim.experiments._io import write_text
+from catsim.files import replacing
 from catsim.theory import planning
 
 
@@ -200,9 +200,8 @@ def run_study(out_dir: str | Path, config: StudyConfig | None = None, *, progres
     write_text(pub / "results.json", json.dumps(results, indent=1) + "\n")
     from catsim.plots.advise import plot_study
 
-    tmp = pub / ".advise_study.tmp.png"
-    plot_study(results, tmp)
-    os.replace(tmp, pub / "advise_study.png")
+    with replacing(pub / "advise_study.png", suffix=".png") as tmp:
+        plot_study(results, tmp)
     return results
 
 

@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from catsim.errors import CatsimError
+from catsim.files import write_text
 
 ALPHA = 1e-3  # two-sided false-alarm rate of one comparison when the rerun is an independent draw
 EXACT_REL = 1e-12  # closed forms: float64 rounding, amplified by root finding at most ~1e3-fold
@@ -166,19 +165,7 @@ def summary(rows: list[Row]) -> str:
 
 def write_json(path: Path, data: Mapping) -> None:
     """Write `data` as JSON atomically (temp file + rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a published file is world-readable
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, ensure_ascii=False)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
 def read_json(path: Path) -> dict:

@@ -37,6 +37,7 @@ import jax
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.files import write_text
 from catsim.llm.model.sharding import barrier, is_primary, to_host
 
 TASK_FILE = "catsim_task.json"  # {task, config, data_seed} next to a model: how to rebuild its task
@@ -44,18 +45,6 @@ LOCK_FILE = ".catsim.lock"
 
 
 # ----------------------------------------------------------------------------- small atomic writers
-def write_text(path: Path, text: str, *, sync: bool = False) -> None:
-    """Write `text` to a temporary file next to `path`, then rename it into place."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        if sync:
-            fh.flush()
-            os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 def write_json(path: Path, obj: Any) -> None:
     write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.files import replacing
 from catsim.sim.metrics import ALL_METRICS
 
 DIMS = ("method", "gamma", "n", "seed", "step")
@@ -101,17 +101,15 @@ class SimResults:
         path = Path(path)
         if path.suffix != ".npz":
             path = path.with_name(path.name + ".npz")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npz")
-        np.savez_compressed(
-            tmp,
-            methods=np.array(self.methods), gammas=np.array(self.gammas, dtype=np.float64),
-            group_sizes=np.array(self.group_sizes, dtype=np.int64),
-            seeds=np.array(self.seeds, dtype=np.int64), steps=self.steps,
-            attrs=np.array(json.dumps(self.attrs)),
-            **{f"metric_{name}": array for name, array in self.data.items()},
-        )
-        os.replace(tmp, path)
+        with replacing(path, suffix=".npz") as tmp:  # np.savez appends .npz to other names
+            np.savez_compressed(
+                tmp,
+                methods=np.array(self.methods), gammas=np.array(self.gammas, dtype=np.float64),
+                group_sizes=np.array(self.group_sizes, dtype=np.int64),
+                seeds=np.array(self.seeds, dtype=np.int64), steps=self.steps,
+                attrs=np.array(json.dumps(self.attrs)),
+                **{f"metric_{name}": array for name, array in self.data.items()},
+            )
         return path
 
     @classmethod

@@ -12,7 +12,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.files import write_text
 from catsim.objectives.focal import low_lr_multiplier
 from catsim.sim import engine
 from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig
@@ -262,10 +262,9 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
         results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
     results.save(out / "results.npz")
     if timings:
-        tmp = out / ".timings.json.tmp"
-        tmp.write_text(json.dumps({"seconds_per_cell": {str(k): v for k, v in timings.items()},
-                                   "total_seconds": sum(timings.values())}, indent=1))
-        os.replace(tmp, out / "timings.json")
+        write_text(out / "timings.json", json.dumps(
+            {"seconds_per_cell": {str(k): v for k, v in timings.items()},
+             "total_seconds": sum(timings.values())}, indent=1))
     return results
 
 

@@ -114,11 +114,11 @@ def run(args) -> int:
                                 target_risk=args.target_risk, max_new_tokens=args.max_new_tokens,
                                 task_name=args.task, task_options=task_options(args))
     if args.figure.lower() != "none":
+        from catsim.files import replacing
         from catsim.plots.advise import plot_risk
 
-        tmp = Path(args.figure).with_name(f".{Path(args.figure).name}.tmp.png")
-        plot_risk(advice, tmp)
-        os.replace(tmp, args.figure)
+        with replacing(args.figure, suffix=".png") as tmp:
+            plot_risk(advice, tmp)
     if args.format == "json":
         print(json.dumps({**meta, **advice.to_json()}, indent=1))
     else:

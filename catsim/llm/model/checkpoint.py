@@ -31,6 +31,7 @@ import jax
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.files import replacing, write_text
 from catsim.llm.model.config import SUPPORTED_DTYPES, ModelConfig
 from catsim.llm.model.transformer import Params, param_shapes
 
@@ -349,9 +350,9 @@ def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenize
             written.append(_save_weights(st, shard, directory / fname, metadata))
             weight_map.update({name: fname for name in shard})
         total = sum(a.nbytes for a in tensors.values())
-        written.append(_write_text(directory / INDEX_FILE, json.dumps(
+        written.append(write_text(directory / INDEX_FILE, json.dumps(
             {"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n"))
-    _write_text(directory / "config.json", json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
+    write_text(directory / "config.json", json.dumps(cfg.to_hf_dict(), indent=2) + "\n")
     for stale in list(directory.glob("model*.safetensors")) + [directory / INDEX_FILE]:
         if stale not in written:  # another layout's files, removed once the new ones are in place
             stale.unlink(missing_ok=True)
@@ -360,22 +361,13 @@ def save_model(directory: str | Path, cfg: ModelConfig, params: Params, tokenize
     return directory
 
 
-def _write_text(path: Path, text: str) -> Path:
-    """Write through a temporary file next to `path` and a rename (a reader never sees half)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
-
-
 def _save_weights(st, tensors: dict[str, np.ndarray], path: Path, metadata: dict[str, str]) -> Path:
     """`safetensors.numpy.save_file` to a temporary file renamed into place, with the permissions
     any other file of the directory gets (safetensors creates its files 0600, which hides a
     shared model from the other users)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    st.numpy.save_file(tensors, str(tmp), metadata=metadata)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        st.numpy.save_file(tensors, str(tmp), metadata=metadata)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
     return path

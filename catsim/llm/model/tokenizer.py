@@ -14,12 +14,12 @@ options and helpers `transformers` provides (`trim_blocks`, `lstrip_blocks`, `ra
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from catsim.errors import CatsimError
+from catsim.files import replacing, write_text
 
 
 def _tokenizers():
@@ -132,9 +132,8 @@ class Tokenizer:
         temporary file and a rename."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / ".tokenizer.json.tmp"
-        self.backend.save(str(tmp))
-        os.replace(tmp, directory / "tokenizer.json")
+        with replacing(directory / "tokenizer.json") as tmp:
+            self.backend.save(str(tmp))
         config = dict(self.config)
         config.setdefault("tokenizer_class", "PreTrainedTokenizerFast")
         for key, value in (("bos_token", self.bos_token), ("eos_token", self.eos_token),
@@ -142,9 +141,7 @@ class Tokenizer:
                            ("chat_template", self.chat_template)):
             if value is not None:
                 config[key] = value
-        tmp = directory / ".tokenizer_config.json.tmp"
-        tmp.write_text(json.dumps(config, indent=2) + "\n")
-        os.replace(tmp, directory / "tokenizer_config.json")
+        write_text(directory / "tokenizer_config.json", json.dumps(config, indent=2) + "\n")
 
 
 class _TemplateError(Exception):
