@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from catsim.llm.chunked_logps import LOGIT_CHUNK_ELEMENTS, tempered_logps
+from catsim.llm.chunked_logps import LOGIT_CHUNK_ELEMENTS, chunk_size, tempered_logps
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.sharding import FSDP
 from catsim.llm.model.transformer import (
@@ -31,6 +31,7 @@ from catsim.llm.model.transformer import (
     hidden_states,
     init_cache,
     output_logits,
+    output_projection,
 )
 
 # Models of at most this many layers run the shared-prompt training pass with the layer loop
@@ -42,8 +43,9 @@ UNROLL_MAX_LAYERS = 8
 
 def chunk_positions(batch: int, positions: int, vocab: int, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
     """Positions per logits chunk of `over_logit_chunks`: as many as fit `budget` float32 elements
-    for B rows (at least 1; a 0.5B-shape vocabulary of 151,936 at B = 1: 220 positions)."""
-    return int(min(positions, max(1, budget // max(batch * vocab, 1))))
+    for B rows (at least 1; a 0.5B-shape vocabulary of 151,936 at B = 1: 220 positions), the rule
+    of `chunked_logps.chunk_size` with B rows of the vocabulary per position."""
+    return chunk_size(positions, batch * vocab, "positions", budget)
 
 
 def over_logit_chunks(params: Params, model_cfg: ModelConfig, h_BxTxD, per_chunk, xs_BxT=(),
@@ -73,14 +75,6 @@ def over_logit_chunks(params: Params, model_cfg: ModelConfig, h_BxTxD, per_chunk
 
     out = jax.lax.map(one, (split(h_BxTxD), tuple(split(x) for x in xs_BxT)))
     return jax.tree.map(lambda a: jnp.moveaxis(a, 0, 1).reshape(b, n * c, *a.shape[3:])[:, :t], out)
-
-
-def output_projection(params: Params, model_cfg: ModelConfig) -> tuple[jax.Array, int]:
-    """(weight, its vocabulary axis) of the output projection `output_logits` applies: the tied
-    embedding V x D (axis 0) or `unembed` D x V (axis 1), in its storage dtype."""
-    if model_cfg.tie_word_embeddings:
-        return params["embed"], 0
-    return params["unembed"], 1
 
 
 def logits_chunking(activation_sharding) -> str:

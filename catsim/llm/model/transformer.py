@@ -251,14 +251,20 @@ def forward(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
     return output_logits(params, cfg, h_BxTxD)
 
 
+def output_projection(params: Params, cfg: ModelConfig) -> tuple[jax.Array, int]:
+    """(weight, its vocabulary axis) of the output projection: the tied embedding V x D (axis 0)
+    or `unembed` D x V (axis 1), in its storage dtype."""
+    if cfg.tie_word_embeddings:
+        return params["embed"], 0
+    return params["unembed"], 1
+
+
 def output_logits(params: Params, cfg: ModelConfig, h_BxTxD: jax.Array) -> jax.Array:
     """Float32 logits B x T x V of final hidden states (`hidden_states`): the output projection
-    (the tied embedding, or `unembed`). Callers that must not hold B x T x V at once apply it to
-    slices of the positions (`catsim.llm.scoring`)."""
-    if cfg.tie_word_embeddings:  # weights cast to the compute dtype (float32 masters under bf16)
-        return jnp.einsum("btd,vd->btv", h_BxTxD, params["embed"].astype(cfg.dtype),
-                          preferred_element_type=jnp.float32)
-    return jnp.einsum("btd,dv->btv", h_BxTxD, params["unembed"].astype(cfg.dtype),
+    (`output_projection`). Callers that must not hold B x T x V at once apply it to slices of the
+    positions (`catsim.llm.scoring`)."""
+    w, vocab_axis = output_projection(params, cfg)  # cast to the compute dtype (float32 masters under bf16)
+    return jnp.einsum("btd,vd->btv" if vocab_axis == 0 else "btd,dv->btv", h_BxTxD, w.astype(cfg.dtype),
                       preferred_element_type=jnp.float32)
 
 
