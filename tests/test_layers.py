@@ -47,3 +47,9 @@ def test_the_checker_sees_function_local_imports(tmp_path):
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from catsim.sim.sweep import sweep\n")
     assert "catsim.sim.sweep" in _imports(module)
+
+
+@pytest.mark.parametrize("module", ["errors.py", "files.py"])
+def test_base_modules_import_no_other_catsim_module(module):
+    # every layer may use them (one error type, one atomic writer), so they may use none
+    assert _imports(CATSIM / module) <= {"catsim.errors"}
