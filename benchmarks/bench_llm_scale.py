@@ -283,12 +283,11 @@ def main(argv=None) -> int:
     if args.json:
         for side in results.values():
             side["generate"].pop("tokens")
-        out = Path(args.json)
-        tmp = out.with_name(out.name + ".tmp")
-        tmp.write_text(json.dumps({"args": vars(args), "results": results, "tokens_equal": equal,
-                                   "tokens": gen_tokens, "ratios": {name: r for name, _, _, r in rows}},
-                                  indent=2))
-        os.replace(tmp, out)
+        from catsim.files import write_text
+
+        write_text(args.json, json.dumps({"args": vars(args), "results": results, "tokens_equal": equal,
+                                          "tokens": gen_tokens, "ratios": {name: r for name, _, _, r in rows}},
+                                         indent=2))
     return 0
 
 
