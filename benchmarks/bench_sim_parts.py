@@ -72,13 +72,6 @@ def loop_draw(key, p, n):
     return jnp.minimum(jnp.searchsorted(cdf, u), p.shape[0] - 1)
 
 
-def catsim_search(cdf, u, n):
-    """The search `sample_actions_inverse_cdf` uses for n draws."""
-    if n >= sampler.GUIDE_TABLE_MIN_N:
-        return sampler.guide_table_search(sampler.running_max_of_blocks(cdf), u)
-    return sampler.block_guide_search(cdf, u)
-
-
 def bench(n: int, steps: int, time_us) -> list[tuple[str, float, float | None]]:
     p = trained_policy(n, steps)
     keys = jax.vmap(jax.random.fold_in)(engine.run_keys(range(RUNS)), jnp.arange(RUNS) + 12345)
@@ -95,7 +88,7 @@ def bench(n: int, steps: int, time_us) -> list[tuple[str, float, float | None]]:
              time_us(jax.jit(jax.vmap(lambda k: threefry.uniform(k, n, jnp.float32))), keys),
              time_us(jax.jit(jax.vmap(lambda k: jax.random.uniform(k, (n,)))), keys)),
             ("  search (block/guide | searchsorted)",
-             time_us(jax.jit(jax.vmap(lambda c, u: catsim_search(c, u, n))), cdf, u),
+             time_us(jax.jit(jax.vmap(sampler.inverse_cdf_search)), cdf, u),
              time_us(jax.jit(jax.vmap(jnp.searchsorted)), cdf, u)),
         ]
     actions = ours(keys, p)

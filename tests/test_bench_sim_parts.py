@@ -43,7 +43,7 @@ def test_the_timed_searches_agree_on_one_cdf():
     p = parts.trained_policy(N, 0)
     cdf = jax.vmap(sampler.two_level_cdf)(p)
     u = jax.vmap(lambda k: threefry.uniform(k, N, jnp.float32))(_keys()) * cdf[:, -1:]
-    ours = jax.vmap(lambda c, u: parts.catsim_search(c, u, N))(cdf, u)
+    ours = jax.vmap(sampler.inverse_cdf_search)(cdf, u)
     theirs = jax.vmap(lambda c, u: jnp.searchsorted(c, u, side="right"))(cdf, u)
     np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
 

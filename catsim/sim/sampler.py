@@ -298,21 +298,27 @@ GUIDE_TABLE_MIN_N = 131072
 SEARCH: str | None = None
 
 
+def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
+    """#{a : cdf_a <= u} per query by the search `sample_actions_inverse_cdf` uses for N = len(u)
+    draws (chosen by N, or `SEARCH`), on a `two_level_cdf` of `block_size`."""
+    # (the tables' counts are float32 sums, exact below 2^24)
+    if SEARCH not in (None, "bisect", "block", "table"):
+        raise CatsimError(f"sampler.SEARCH must be None, 'bisect', 'block' or 'table', got {SEARCH!r}")
+    group_size = u_N.shape[0]
+    search = SEARCH or ("bisect" if group_size >= 2**24 or cdf_V.shape[0] >= 2**24 else
+                        "table" if group_size >= GUIDE_TABLE_MIN_N else "block")
+    if search == "bisect":
+        return search_right(cdf_V, u_N)
+    if search == "table":
+        return guide_table_search(running_max_of_blocks(cdf_V, block_size), u_N)
+    return block_guide_search(cdf_V, u_N)
+
+
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
     """N i.i.d. draws from p by inverse CDF over all V actions. -> [N] int32."""
     cdf = two_level_cdf(p_V, block_size)
     u_N = threefry.uniform(key, group_size, p_V.dtype) * cdf[-1]
-    # (the tables' counts are float32 sums, exact below 2^24)
-    if SEARCH not in (None, "bisect", "block", "table"):
-        raise CatsimError(f"sampler.SEARCH must be None, 'bisect', 'block' or 'table', got {SEARCH!r}")
-    search = SEARCH or ("bisect" if group_size >= 2**24 or cdf.shape[0] >= 2**24 else
-                        "table" if group_size >= GUIDE_TABLE_MIN_N else "block")
-    if search == "bisect":
-        idx_N = search_right(cdf, u_N)
-    elif search == "table":
-        idx_N = guide_table_search(running_max_of_blocks(cdf, block_size), u_N)
-    else:
-        idx_N = block_guide_search(cdf, u_N)
+    idx_N = inverse_cdf_search(cdf, u_N, block_size)
     return jnp.minimum(idx_N, _last_positive(p_V)).astype(jnp.int32)
 
 
