@@ -1,13 +1,15 @@
-"""CPU time of the simulator's large-N group sampler: bisection vs block search vs guide table.
+"""CPU time of the simulator's large-N group sampler: bisection vs tree vs block search vs guide table.
 
 For each N and policy: 8 runs vmapped (as the engine runs a cell), V = 128,000, `sample_counts`
-with the inverse-CDF sampler searching by bisection (`search_right`, the baseline), by the block
-search (`block_guide_search`, the default for 2048 < N < 131072) and by the guide table over all
-V entries (`guide_table_search`, from N = 131072), plus the search alone on the same
+with the inverse-CDF sampler searching by bisection (`search_right`, the baseline), by the tree
+search (`tree_search`, the default for 2048 < N <= 32768), by the block search
+(`block_guide_search`, the default for 32768 < N < 131072) and by the guide table over all V
+entries (`guide_table_search`, from N = 131072), plus the search alone on the same
 (non-decreasing) CDF and uniforms. Prints process CPU ms per run (best of --repeat; CPU time,
-since the machine may be shared), the ratios bisection ÷ block and bisection ÷ table, checks that
-the three searches return identical indices, and the share of draws in crowded cells of the full
-table. `--policies FILE.npy` adds policies saved as [8, V] arrays.
+since the machine may be shared), the ratios bisection ÷ tree / block / table, checks that the
+four searches return identical indices, and the share of draws in crowded cells of the full
+table. `--policies FILE.npy` adds policies saved as [8, V] arrays. (In the engine the search is
+one part of a step; `bench_vs_jax_loop.py` times whole cells.)
 
     PYTHONPATH=. python benchmarks/bench_sampler.py
     PYTHONPATH=. python benchmarks/bench_sampler.py --sizes 8192,16384 --repeat 9
@@ -65,11 +67,12 @@ def main() -> None:
     for path in filter(None, args.policies.split(",")):
         pols[path] = jnp.asarray(np.load(path), jnp.float32)
     keys = jax.random.split(jax.random.key(0), RUNS)
-    labels = ("bisect", "block", "table")
-    searches = {"bisect": sampler.search_right, "block": sampler.block_guide_search,
-                "table": sampler.guide_table_search}
-    print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {'block':>6} {'table':>6} {'ratios':>11} | "
-          f"{'search: bisect':>14} {'block':>6} {'table':>6} {'ratios':>11} | crowded draws")
+    labels = ("bisect", "tree", "block", "table")
+    searches = {"bisect": sampler.search_right, "tree": sampler.tree_search,
+                "block": sampler.block_guide_search, "table": sampler.guide_table_search}
+    head = " ".join(f"{label:>6}" for label in labels[1:])
+    print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {head} {'ratios':>16} | "
+          f"{'search: bisect':>14} {head} {'ratios':>16} | crowded draws")
     for n in (int(s) for s in args.sizes.split(",")):
         for name, p_RxV in pols.items():
             cdf_RxV = jax.jit(jax.vmap(lambda p: sampler.running_max_of_blocks(
@@ -93,8 +96,10 @@ def main() -> None:
                  for label, f in fs.items()}
             row = [f"{n:>7} {name:>8}"]
             for kind in ("counts", "search"):
-                b, k, g = (t[f"{kind}/{label}"] for label in labels)
-                row.append(f"{b:>14.3f} {k:>6.3f} {g:>6.3f} {b / k:>4.2f}/{b / g:>4.2f}x")
+                b, *others = (t[f"{kind}/{label}"] for label in labels)
+                ratios = "/".join(f"{b / o:.2f}" for o in others)
+                row.append(f"{b:>14.3f} " + " ".join(f"{o:>6.3f}" for o in others)
+                           + f" {ratios:>15}x")
             print(" | ".join(row) + f" | {_crowded_fraction(cdf_RxV, u_RxN):.4f}", flush=True)
 
 

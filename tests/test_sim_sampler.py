@@ -1,6 +1,8 @@
 """The group sampler draws exactly Multinomial(N, p): chi-square goodness of fit on small V,
 including N = 131072, for both samplers, with zero-probability and dominant actions."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -186,9 +188,22 @@ def test_block_guide_search_equals_searchsorted(v, n, one_by_one, monkeypatch):
     _assert_equals_searchsorted(sampler.block_guide_search, v, n, seed=v * n)
 
 
+@pytest.mark.parametrize("fan", [2, 8, 16])
+@pytest.mark.parametrize("v,n", [(1024, 4096), (1000, 300), (5000, 100), (40, 50), (33, 50),
+                                 (32 * 64, 100), (32 * 63, 100)])
+def test_tree_search_equals_searchsorted(v, n, fan):
+    """The tree search (fan-ary tree over block ends, count inside the block) returns exactly
+    searchsorted's indices on monotone CDFs: V a multiple of K or not (padded), a number of
+    blocks that fills the tree's last level exactly or but for one (V/K = 64, 63), ties,
+    zero-probability runs, long stretches of tiny actions, queries at, between and beyond CDF
+    values; one run and batched."""
+    search = functools.partial(sampler._tree_search, fan=fan)
+    _assert_equals_searchsorted(search, v, n, seed=v * n + fan)
+
+
 def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
     """Logits with a wide spread make the float32 two-level CDF dip by an ulp at some block
-    boundaries (never inside a block); the guide table searches its running maximum:
+    boundaries (never inside a block); the tree search is the inverse CDF of its running maximum:
     non-decreasing, and unchanged wherever the CDF was already non-decreasing."""
     z = np.random.default_rng(2).normal(0.0, 3.0, 20_000).astype(np.float32)
     p = jax.nn.softmax(jnp.asarray(z))
@@ -201,49 +216,51 @@ def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
     assert np.all(np.diff(raw.reshape(-1, sampler.BLOCK_SIZE), axis=1) >= 0)  # within blocks
     fixed = np.asarray(jax.jit(sampler.running_max_of_blocks)(jnp.asarray(raw)))
     np.testing.assert_array_equal(fixed, np.maximum.accumulate(raw))
-    # The block search of the raw CDF counts as a search of its repaired form does.
+    # The tree search of the raw CDF counts as a search of its repaired form does.
     u = np.random.default_rng(3).random(20_000).astype(np.float32) * raw[-1]
     u[:2000] = raw[np.flatnonzero(np.diff(raw) < 0)[:1].repeat(2000) + np.arange(2000) % 3]
-    got = jax.jit(sampler.block_guide_search)(jnp.asarray(raw), jnp.asarray(u))
+    got = jax.jit(sampler.tree_search)(jnp.asarray(raw), jnp.asarray(u))
     np.testing.assert_array_equal(np.asarray(got), np.searchsorted(fixed, u, side="right"))
 
 
-@pytest.mark.parametrize("search", ["block", "table"])
-def test_guide_tables_and_bisection_draw_the_same_groups(search):
-    """Paper-size V: `sample_counts` with the block search (N < GUIDE_TABLE_MIN_N) and the full
-    guide table (N >= GUIDE_TABLE_MIN_N) draws exactly the groups the bisection draws, on a
-    policy with many tiny actions."""
+@pytest.mark.parametrize("search,n", [("tree", sampler.TREE_SEARCH_MAX_N // 8),
+                                      ("block", sampler.GUIDE_TABLE_MIN_N // 2),
+                                      ("table", sampler.GUIDE_TABLE_MIN_N)])
+def test_searches_and_bisection_draw_the_same_groups(search, n):
+    """Paper-size V: `sample_counts` with the search it uses at N (the tree up to
+    TREE_SEARCH_MAX_N, the block search below GUIDE_TABLE_MIN_N, the full guide table from it)
+    draws exactly the groups the bisection draws, on a policy with many tiny actions."""
+    assert sampler.TREE_SEARCH_MAX_N < sampler.GUIDE_TABLE_MIN_N // 2
     z = np.full(128_000, -12.0, np.float32)
     z[:10_000], z[0] = 4.0, 9.0
     p = jax.nn.softmax(jnp.asarray(z))
-    n = sampler.GUIDE_TABLE_MIN_N // (8 if search == "block" else 1)
     key = jax.random.key(5)
     cdf = sampler.two_level_cdf(p)
     u = jax.random.uniform(key, (n,)) * cdf[-1]
     assert np.all(np.diff(np.asarray(cdf)) >= 0)
-    table = jax.jit(sampler.block_guide_search if search == "block"
-                    else sampler.guide_table_search)(cdf, u)
-    np.testing.assert_array_equal(np.asarray(table), np.asarray(sampler.search_right(cdf, u)))
+    found = jax.jit({"tree": sampler.tree_search, "block": sampler.block_guide_search,
+                     "table": sampler.guide_table_search}[search])(cdf, u)
+    np.testing.assert_array_equal(np.asarray(found), np.asarray(sampler.search_right(cdf, u)))
     counts = jax.jit(sampler.sample_counts, static_argnums=(2, 3))(key, p, n, "inverse_cdf")
-    want = np.bincount(np.minimum(np.asarray(table), 127_999), minlength=128_000)
+    want = np.bincount(np.minimum(np.asarray(found), 127_999), minlength=128_000)
     np.testing.assert_array_equal(np.asarray(counts), want)
 
 
 def test_forced_searches_draw_the_same_counts(monkeypatch):
-    """`sampler.SEARCH` forces one search; all three draw the same group on a monotone CDF, and
+    """`sampler.SEARCH` forces one search; all four draw the same group on a monotone CDF, and
     an unknown name is an error."""
     z = np.full(4096, -6.0, np.float32)
     z[:300] = 2.0
     p = jax.nn.softmax(jnp.asarray(z))
     counts = {}
-    for search in ("bisect", "block", "table"):
+    for search in ("bisect", "tree", "block", "table"):
         monkeypatch.setattr(sampler, "SEARCH", search)
         jax.clear_caches()  # SEARCH is read when the sampler is traced
         counts[search] = np.asarray(jax.jit(sampler.sample_counts, static_argnums=(2, 3))(
             jax.random.key(3), p, 5000, "inverse_cdf"))
     assert counts["bisect"].sum() == 5000
-    np.testing.assert_array_equal(counts["bisect"], counts["block"])
-    np.testing.assert_array_equal(counts["bisect"], counts["table"])
+    for search in ("tree", "block", "table"):
+        np.testing.assert_array_equal(counts["bisect"], counts[search])
     monkeypatch.setattr(sampler, "SEARCH", "guide")
     jax.clear_caches()
     with pytest.raises(ValueError, match="SEARCH"):

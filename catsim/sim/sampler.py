@@ -9,11 +9,13 @@ Multinomial(N, p). Two inverse-CDF samplers, chosen by N (`sampler="auto"`):
     O(V + N·K²): one pass over V (block sums) and no V-long cumulative sum, which XLA's CPU backend
     computes slowly.
   * "inverse_cdf" (N > 2048): one two-level cumulative sum over V (per-block prefix sums plus block
-    offsets, which also keeps float32 rounding small) and a search per draw: u's block of K from
-    a guide table over the V/K block ends, then 5 bisection steps inside the block
-    (`block_guide_search`), or from N = `GUIDE_TABLE_MIN_N` a guide table over all V entries,
-    O(V + N) (a cell index from u, a few loads). Both give the binary search's indices
-    (`search_right`) wherever the float32 CDF does not decrease; the tables need a CDF that does
+    offsets, which also keeps float32 rounding small) and a search per draw, chosen by N:
+    up to `TREE_SEARCH_MAX_N` u's block from a fan-ary search tree over the V/K block ends, then
+    the count of the block's K entries <= u (`tree_search`: the same L + 1 row loads for every
+    draw); above it u's block from a guide table over the block ends, then 5 bisection steps
+    inside the block (`block_guide_search`); from N = `GUIDE_TABLE_MIN_N` a guide table over all
+    V entries, O(V + N) (a cell index from u, a few loads). All give the binary search's indices
+    (`search_right`) wherever the float32 CDF does not decrease; the others need a CDF that does
     not, which a running maximum ensures.
 
 Both are exact up to the float32 resolution of the uniforms and prefix sums (absolute ≈ 1e-7 of
@@ -284,31 +286,94 @@ def _block_guide_search(cdf_V, u_N):
     return jnp.where(below_N < num_blocks, first_N + found_N, v)  # u >= every end: all of them
 
 
+
+
+# Branching factor of `tree_search`'s tree over the block ends (measured, 8 runs vmapped, µs per
+# run for the search alone on the paper policy after 300 steps, fan 4 / 8 / 16: N = 4096 121 /
+# 106 / 130, N = 131072 1745 / 1737 / 2288).
+TREE_FAN = 8
+
+
+def _tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
+    """#{a : cdf_a <= u} per query, for a CDF that does not decrease within blocks of
+    `block_size`, by a search tree of fixed shape over the block ends.
+
+    The block ends' running maximum, padded with +inf to fan^L entries, is read as a complete
+    fan-ary tree: at level l a query holds a node, compares u with that node's `fan` separating
+    ends (one contiguous row, a cache line at fan = 16) and moves to the child whose range holds
+    u. After L levels it holds its block; the count of the block's K entries <= u (one row of the
+    CDF) finishes it. Every query does the same L + 1 row loads and compares, whatever the
+    policy: no data-dependent loop, and no table to build beyond the V/K running maximum.
+
+    Equals `search_right` where the CDF does not decrease; where float32 rounding puts a block's
+    entries below an earlier block's end (see `two_level_cdf`), it is the exact inverse CDF of
+    `running_max_of_blocks(cdf_V)` (for u at or above the earlier ends, an entry is <= u exactly
+    when its raised value is)."""
+    v, k = cdf_V.shape[0], block_size
+    if v % k:  # pad with the total: no count changes
+        cdf_V = jnp.pad(cdf_V, (0, -v % k), mode="edge")
+    rows_BxK = cdf_V.reshape(-1, k)
+    ends_B = jax.lax.cummax(rows_BxK[:, -1])
+    num_blocks = ends_B.shape[0]
+    levels = 1
+    while fan**levels <= num_blocks:  # at least one +inf end: u never passes the last node
+        levels += 1
+    ends_P = jnp.pad(ends_B, (0, fan**levels - num_blocks), constant_values=jnp.inf)
+    top = ends_P[fan ** (levels - 1) - 1 :: fan ** (levels - 1)]
+    node_N = jnp.sum(top <= u_N[:, None], axis=1, dtype=jnp.int32)
+    for level in range(1, levels):
+        stride = fan ** (levels - 1 - level)
+        separators_RxF = ends_P[stride - 1 :: stride].reshape(-1, fan)
+        node_N = node_N * fan + jnp.sum(separators_RxF[node_N] <= u_N[:, None], axis=1,
+                                        dtype=jnp.int32)
+    # node = #{blocks ending at or below u}; u's block ends above u, so its count is 0 … K − 1
+    row_N = jnp.minimum(node_N, num_blocks - 1)
+    within_N = jnp.sum(rows_BxK[row_N] <= u_N[:, None], axis=1, dtype=jnp.int32)
+    return jnp.where(node_N < num_blocks, row_N * k + within_N, v)  # u >= every end: all of them
+
+
 search_right = _runs_one_by_one(search_right)
 block_guide_search = _runs_one_by_one(_block_guide_search)
 guide_table_search = _runs_one_by_one(lambda cdf_V, u_N: _guide_table_search(cdf_V, u_N))
 
+
+def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
+    """`_tree_search` (batched over runs by plain vmap: one batched gather per level measured
+    faster than searching the runs one after another, µs per run at N = 4096 / 131072: 150 / 1816
+    against 204 / 3423)."""
+    return _tree_search(cdf_V, u_N, block_size)
+
+
+# Up to this many draws `sample_actions_inverse_cdf` searches with the tree (measured in the engine,
+# `catsim simulate`, 8 runs × 1000 steps, seconds, block search → tree: Intel Xeon N = 4096 9.75 →
+# 6.71, 16384 10.09 → 9.83, 32768 16.8 → 15.9, 65536 22.5 → 24.1; AMD EPYC N = 8192 6.83 → 5.14,
+# 32768 12.6 → 11.6, 65536 15.7 → 17.7, 131072 with the full table 26.2 → 30.4 with the tree).
+TREE_SEARCH_MAX_N = 32768
 # From this many draws on, `sample_actions_inverse_cdf` searches with the guide table over all V
 # entries (its table costs O(V) per group), below with the block search (measured in the engine,
 # 8 runs, ms per run-step, full table vs block search vs bisection: N = 32768 0.79 / 0.57 / 0.69;
 # 65536 1.01 / 0.86 / 0.99; 131072 1.47 / 1.52 / 1.48).
 GUIDE_TABLE_MIN_N = 131072
-# Force one search ("bisect", "block" or "table") instead of the choice by N (benchmarks, tests;
-# read when the sampler is traced).
+# Force one search ("bisect", "tree", "block" or "table") instead of the choice by N (benchmarks,
+# tests; read when the sampler is traced).
 SEARCH: str | None = None
 
 
 def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
     """#{a : cdf_a <= u} per query by the search `sample_actions_inverse_cdf` uses for N = len(u)
     draws (chosen by N, or `SEARCH`), on a `two_level_cdf` of `block_size`."""
-    # (the tables' counts are float32 sums, exact below 2^24)
-    if SEARCH not in (None, "bisect", "block", "table"):
-        raise CatsimError(f"sampler.SEARCH must be None, 'bisect', 'block' or 'table', got {SEARCH!r}")
+    if SEARCH not in (None, "bisect", "tree", "block", "table"):
+        raise CatsimError("sampler.SEARCH must be None, 'bisect', 'tree', 'block' or 'table', "
+                          f"got {SEARCH!r}")
     group_size = u_N.shape[0]
-    search = SEARCH or ("bisect" if group_size >= 2**24 or cdf_V.shape[0] >= 2**24 else
+    # (the tables' counts are float32 sums, exact below 2^24)
+    search = SEARCH or ("tree" if group_size <= TREE_SEARCH_MAX_N else
+                        "bisect" if group_size >= 2**24 or cdf_V.shape[0] >= 2**24 else
                         "table" if group_size >= GUIDE_TABLE_MIN_N else "block")
     if search == "bisect":
         return search_right(cdf_V, u_N)
+    if search == "tree":
+        return tree_search(cdf_V, u_N, block_size)
     if search == "table":
         return guide_table_search(running_max_of_blocks(cdf_V, block_size), u_N)
     return block_guide_search(cdf_V, u_N)
