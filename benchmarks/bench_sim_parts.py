@@ -5,8 +5,8 @@ that N (the policy a Fig. 2 cell spends most of its steps on; 0 = the initial po
 each part of one step for 8 runs vmapped on one device, in microseconds per run:
 
   * the draw of a group, as each side does it: catsim's `sampler.sample_draws` (blocked up to
-    N = 2048, else the two-level CDF, the unrolled Threefry uniforms and the block/guide search)
-    against `jnp.cumsum` + `jax.random.uniform` + `jnp.searchsorted` (`jax_loop_baseline.py`),
+    N = 2048, else the two-level CDF, the unrolled Threefry uniforms and the tree, block or
+    guide-table search) against `jnp.cumsum` + `jax.random.uniform` + `jnp.searchsorted` (`jax_loop_baseline.py`),
     with the ratio; for N > 2048 also each of the three parts against its counterpart;
   * the parts both sides pay alike: the scatter of the draws into counts, the softmax over V and
     one `optax.adam` update over V.
@@ -87,7 +87,7 @@ def bench(n: int, steps: int, time_us) -> list[tuple[str, float, float | None]]:
             ("  uniforms (unrolled | jax.random)",
              time_us(jax.jit(jax.vmap(lambda k: threefry.uniform(k, n, jnp.float32))), keys),
              time_us(jax.jit(jax.vmap(lambda k: jax.random.uniform(k, (n,)))), keys)),
-            ("  search (block/guide | searchsorted)",
+            ("  search (inverse_cdf_search | searchsorted)",
              time_us(jax.jit(jax.vmap(sampler.inverse_cdf_search)), cdf, u),
              time_us(jax.jit(jax.vmap(jnp.searchsorted)), cdf, u)),
         ]
