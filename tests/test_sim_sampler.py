@@ -265,3 +265,20 @@ def test_forced_searches_draw_the_same_counts(monkeypatch):
     jax.clear_caches()
     with pytest.raises(ValueError, match="SEARCH"):
         sampler.sample_counts(jax.random.key(3), p, 5000, "inverse_cdf")
+
+
+@pytest.mark.parametrize("n", [4096, 65536])
+def test_uniforms_in_a_buffer_draw_the_same_groups(n, monkeypatch):
+    """Computing the group's uniforms into a buffer first (`sampler.UNIFORMS_IN_A_BUFFER`, the
+    CPU default) changes no draw, batched over runs as the engine draws."""
+    z = np.random.default_rng(4).normal(0.0, 2.0, (3, 128_000)).astype(np.float32)
+    p = jax.nn.softmax(jnp.asarray(z), axis=-1)
+    keys = jax.random.split(jax.random.key(11), 3)
+    draws = {}
+    for in_a_buffer in (True, False):
+        monkeypatch.setattr(sampler, "UNIFORMS_IN_A_BUFFER", in_a_buffer)
+        jax.clear_caches()  # read when traced
+        draws[in_a_buffer] = np.asarray(jax.jit(jax.vmap(
+            lambda k, p: sampler.sample_draws(k, p, n, "inverse_cdf")[0]))(keys, p))
+    np.testing.assert_array_equal(draws[True], draws[False])
+    assert draws[True].min() >= 0 and draws[True].max() < 128_000

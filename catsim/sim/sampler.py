@@ -379,10 +379,38 @@ def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
     return block_guide_search(cdf_V, u_N)
 
 
+# Compute a group's uniforms into a buffer before searching? None: only on the CPU backend (below).
+UNIFORMS_IN_A_BUFFER: bool | None = None
+
+
+def _uniforms(key, group_size: int, total):
+    """The group's N uniforms on [0, total): `threefry.uniform(key, N) * total`.
+
+    XLA's CPU backend fuses the Threefry hash into each consumer of u and recomputes it for every
+    value u is compared with: once per entry of a tree level's row (8) and of the block's row
+    (32), so ≈ 60 hashes per draw in the tree search (seen in the optimised HLO, where every
+    search fusion takes the key; the final fusion was 3.6 of 7.4 ms in a profile of 8 runs at
+    N = 16384). `optimization_barrier` does not stop it (the CPU pipeline removes barriers
+    before fusion), but a while loop's result is always a buffer: on the CPU the uniforms are
+    computed in a loop of one iteration whose trip count the compiler cannot know (it is 1 for
+    any total that is not below −1, NaN included). Same values; the whole draw, 8 runs, µs per
+    run: N = 4096 306 → 216, 16384 684 → 395, 65536 1219 → 1208, 131072 1807 → 1735.
+    Accelerators compute them in place (a loop there costs a synchronisation per iteration)."""
+    in_a_buffer = UNIFORMS_IN_A_BUFFER
+    if in_a_buffer is None:
+        in_a_buffer = jax.default_backend() == "cpu"
+    if not in_a_buffer:
+        return threefry.uniform(key, group_size, total.dtype) * total
+    trips = jnp.logical_not(total < -1.0).astype(jnp.int32)
+    return jax.lax.fori_loop(
+        0, trips, lambda _, u_N: threefry.uniform(key, group_size, total.dtype) * total,
+        jnp.zeros((group_size,), total.dtype))
+
+
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
     """N i.i.d. draws from p by inverse CDF over all V actions. -> [N] int32."""
     cdf = two_level_cdf(p_V, block_size)
-    u_N = threefry.uniform(key, group_size, p_V.dtype) * cdf[-1]
+    u_N = _uniforms(key, group_size, cdf[-1])
     idx_N = inverse_cdf_search(cdf, u_N, block_size)
     return jnp.minimum(idx_N, _last_positive(p_V)).astype(jnp.int32)
 
