@@ -1,21 +1,19 @@
-"""CPU time of the simulator's large-N group sampler: bisection vs tree vs block search vs guide table.
+"""CPU time of the simulator's large-N group sampler: bisection vs the tree search.
 
 For each N and policy: 8 runs vmapped (as the engine runs a cell), V = 128,000, `sample_counts`
-with the inverse-CDF sampler searching by bisection (`search_right`, the baseline), by the tree
-search (`tree_search`, the default for 2048 < N <= 32768), by the block search
-(`block_guide_search`, the default for 32768 < N < 131072) and by the guide table over all V
-entries (`guide_table_search`, from N = 131072), plus the search alone on the same
+with the inverse-CDF sampler searching by bisection (`search_right`, the baseline) and by the
+tree search (`tree_search`, the default for N > 2048), plus the search alone on the same
 (non-decreasing) CDF and uniforms. Prints process CPU ms per run (best of --repeat; CPU time,
-since the machine may be shared), the ratios bisection ÷ tree / block / table, checks that the
-four searches return identical indices, and the share of draws in crowded cells of the full
-table. `--policies FILE.npy` adds policies saved as [8, V] arrays. (In the engine the search is
-one part of a step; `bench_vs_jax_loop.py` times whole cells.)
+since the machine may be shared), the ratio bisection ÷ tree, and checks that both searches
+return identical indices. `--policies FILE.npy` adds policies saved as [8, V] arrays. (The
+guide-table searches the tree replaced are in git history and docs/simulator.md. In the engine
+the search is one part of a step: `bench_vs_jax_loop.py` times whole cells.)
 
     PYTHONPATH=. python benchmarks/bench_sampler.py
     PYTHONPATH=. python benchmarks/bench_sampler.py --sizes 8192,16384 --repeat 9
 
 Policies: "initial" (the paper's App. J start: anchor 5, correct 3, incorrect 0), "peaked" (most
-mass on the correct actions, incorrect ones ~e-16: long runs of tiny actions share a cell) and
+mass on the correct actions, incorrect ones ~e-16: long runs of tiny actions) and
 "wide" (logits ~ N(0, 3²)), each with N(0, 0.3²) noise per run.
 """
 
@@ -67,12 +65,10 @@ def main() -> None:
     for path in filter(None, args.policies.split(",")):
         pols[path] = jnp.asarray(np.load(path), jnp.float32)
     keys = jax.random.split(jax.random.key(0), RUNS)
-    labels = ("bisect", "tree", "block", "table")
-    searches = {"bisect": sampler.search_right, "tree": sampler.tree_search,
-                "block": sampler.block_guide_search, "table": sampler.guide_table_search}
-    head = " ".join(f"{label:>6}" for label in labels[1:])
-    print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {head} {'ratios':>16} | "
-          f"{'search: bisect':>14} {head} {'ratios':>16} | crowded draws")
+    labels = ("bisect", "tree")
+    searches = {"bisect": sampler.search_right, "tree": sampler.tree_search}
+    print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {'tree':>6} {'ratio':>6} | "
+          f"{'search: bisect':>14} {'tree':>6} {'ratio':>6}")
     for n in (int(s) for s in args.sizes.split(",")):
         for name, p_RxV in pols.items():
             cdf_RxV = jax.jit(jax.vmap(lambda p: sampler.running_max_of_blocks(
@@ -96,22 +92,9 @@ def main() -> None:
                  for label, f in fs.items()}
             row = [f"{n:>7} {name:>8}"]
             for kind in ("counts", "search"):
-                b, *others = (t[f"{kind}/{label}"] for label in labels)
-                ratios = "/".join(f"{b / o:.2f}" for o in others)
-                row.append(f"{b:>14.3f} " + " ".join(f"{o:>6.3f}" for o in others)
-                           + f" {ratios:>15}x")
-            print(" | ".join(row) + f" | {_crowded_fraction(cdf_RxV, u_RxN):.4f}", flush=True)
-
-
-def _crowded_fraction(cdf_RxV, u_RxN) -> float:
-    """Share of draws whose guide-table cell holds more than GUIDE_SCAN_WIDTH CDF entries."""
-    cdf, u = np.asarray(cdf_RxV, np.float32), np.asarray(u_RxN, np.float32)
-    cells = 1 << (cdf.shape[1] - 1).bit_length()
-    scale = np.float32(cells) / cdf[:, -1:]
-    cell_cdf = np.minimum(np.floor(cdf * scale), cells - 1).astype(np.int64)
-    cell_u = np.minimum(np.floor(u * scale), cells - 1).astype(np.int64)
-    runs = np.stack([np.bincount(c, minlength=cells)[g] for c, g in zip(cell_cdf, cell_u)])
-    return float(np.mean(runs > sampler.GUIDE_SCAN_WIDTH))
+                b, tree = (t[f"{kind}/{label}"] for label in labels)
+                row.append(f"{b:>14.3f} {tree:>6.3f} {b / tree:>5.2f}x")
+            print(" | ".join(row), flush=True)
 
 
 if __name__ == "__main__":

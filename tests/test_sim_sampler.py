@@ -134,7 +134,7 @@ def test_default_blocks_and_auto_choice_are_multinomial(n):
 
 def _monotone_cdfs_with_ties(rng, runs, v):
     """Random non-decreasing CDFs (float32) with runs of zero-probability actions, a dominant
-    action and a crowded stretch of tiny ones (long runs inside one guide-table cell)."""
+    action and a crowded stretch of tiny ones (many entries within one float32 ulp of each other)."""
     p_RxV = rng.dirichlet(np.full(v, 0.3), size=runs)
     p_RxV[:, 10:17] = 0.0
     p_RxV[:, v // 2:v // 2 + v // 4] *= 1e-6
@@ -154,18 +154,6 @@ def _queries(rng, cdf_RxV, n):
     return u_RxN
 
 
-@pytest.mark.parametrize("scan_width", [sampler.GUIDE_SCAN_WIDTH, 0])
-@pytest.mark.parametrize("one_by_one", [True, False])
-@pytest.mark.parametrize("v,n", [(1000, 4096), (5000, 100), (40, 50)])
-def test_guide_table_search_equals_searchsorted(v, n, one_by_one, scan_width, monkeypatch):
-    """The guide table returns exactly searchsorted's indices on monotone CDFs, including ties,
-    zero-probability runs, queries at, between and beyond CDF values, crowded cells (bisected
-    in batches) and — with a scan width of 0 — every draw sent through the batched bisection."""
-    monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
-    monkeypatch.setattr(sampler, "GUIDE_SCAN_WIDTH", scan_width)
-    _assert_equals_searchsorted(sampler.guide_table_search, v, n, seed=v + n)
-
-
 def _assert_equals_searchsorted(search, v, n, seed):
     """`search` batched over 3 runs (and on one run) = np.searchsorted, side="right"."""
     rng = np.random.default_rng(seed)
@@ -176,16 +164,6 @@ def _assert_equals_searchsorted(search, v, n, seed):
     np.testing.assert_array_equal(np.asarray(got), want)
     one = jax.jit(search)(jnp.asarray(cdf_RxV[0]), jnp.asarray(u_RxN[0]))
     np.testing.assert_array_equal(np.asarray(one), want[0])
-
-
-@pytest.mark.parametrize("one_by_one", [True, False])
-@pytest.mark.parametrize("v,n", [(1024, 4096), (1000, 300), (5000, 100), (40, 50), (33, 50)])
-def test_block_guide_search_equals_searchsorted(v, n, one_by_one, monkeypatch):
-    """The block search (guide table over block ends, bisection in the block) returns exactly
-    searchsorted's indices on monotone CDFs: V a multiple of K or not (padded), ties,
-    zero-probability runs, crowded cells, queries at, between and beyond CDF values."""
-    monkeypatch.setattr(sampler, "SEARCH_RUNS_ONE_BY_ONE", one_by_one)
-    _assert_equals_searchsorted(sampler.block_guide_search, v, n, seed=v * n)
 
 
 @pytest.mark.parametrize("fan", [2, 8, 16])
@@ -223,14 +201,10 @@ def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
     np.testing.assert_array_equal(np.asarray(got), np.searchsorted(fixed, u, side="right"))
 
 
-@pytest.mark.parametrize("search,n", [("tree", sampler.TREE_SEARCH_MAX_N // 8),
-                                      ("block", sampler.GUIDE_TABLE_MIN_N // 2),
-                                      ("table", sampler.GUIDE_TABLE_MIN_N)])
-def test_searches_and_bisection_draw_the_same_groups(search, n):
-    """Paper-size V: `sample_counts` with the search it uses at N (the tree up to
-    TREE_SEARCH_MAX_N, the block search below GUIDE_TABLE_MIN_N, the full guide table from it)
-    draws exactly the groups the bisection draws, on a policy with many tiny actions."""
-    assert sampler.TREE_SEARCH_MAX_N < sampler.GUIDE_TABLE_MIN_N // 2
+@pytest.mark.parametrize("n", [4096, 131072])
+def test_tree_search_and_bisection_draw_the_same_groups(n):
+    """Paper-size V: `sample_counts` with the tree search draws exactly the groups the bisection
+    draws, on a policy with many tiny actions."""
     z = np.full(128_000, -12.0, np.float32)
     z[:10_000], z[0] = 4.0, 9.0
     p = jax.nn.softmax(jnp.asarray(z))
@@ -238,8 +212,7 @@ def test_searches_and_bisection_draw_the_same_groups(search, n):
     cdf = sampler.two_level_cdf(p)
     u = jax.random.uniform(key, (n,)) * cdf[-1]
     assert np.all(np.diff(np.asarray(cdf)) >= 0)
-    found = jax.jit({"tree": sampler.tree_search, "block": sampler.block_guide_search,
-                     "table": sampler.guide_table_search}[search])(cdf, u)
+    found = jax.jit(sampler.tree_search)(cdf, u)
     np.testing.assert_array_equal(np.asarray(found), np.asarray(sampler.search_right(cdf, u)))
     counts = jax.jit(sampler.sample_counts, static_argnums=(2, 3))(key, p, n, "inverse_cdf")
     want = np.bincount(np.minimum(np.asarray(found), 127_999), minlength=128_000)
@@ -247,20 +220,19 @@ def test_searches_and_bisection_draw_the_same_groups(search, n):
 
 
 def test_forced_searches_draw_the_same_counts(monkeypatch):
-    """`sampler.SEARCH` forces one search; all four draw the same group on a monotone CDF, and
-    an unknown name is an error."""
+    """`sampler.SEARCH` forces one search; both draw the same group on a monotone CDF, and an
+    unknown name is an error."""
     z = np.full(4096, -6.0, np.float32)
     z[:300] = 2.0
     p = jax.nn.softmax(jnp.asarray(z))
     counts = {}
-    for search in ("bisect", "tree", "block", "table"):
+    for search in ("bisect", "tree"):
         monkeypatch.setattr(sampler, "SEARCH", search)
         jax.clear_caches()  # SEARCH is read when the sampler is traced
         counts[search] = np.asarray(jax.jit(sampler.sample_counts, static_argnums=(2, 3))(
             jax.random.key(3), p, 5000, "inverse_cdf"))
     assert counts["bisect"].sum() == 5000
-    for search in ("tree", "block", "table"):
-        np.testing.assert_array_equal(counts["bisect"], counts[search])
+    np.testing.assert_array_equal(counts["bisect"], counts["tree"])
     monkeypatch.setattr(sampler, "SEARCH", "guide")
     jax.clear_caches()
     with pytest.raises(ValueError, match="SEARCH"):

@@ -9,14 +9,11 @@ Multinomial(N, p). Two inverse-CDF samplers, chosen by N (`sampler="auto"`):
     O(V + N·K²): one pass over V (block sums) and no V-long cumulative sum, which XLA's CPU backend
     computes slowly.
   * "inverse_cdf" (N > 2048): one two-level cumulative sum over V (per-block prefix sums plus block
-    offsets, which also keeps float32 rounding small) and a search per draw, chosen by N:
-    up to `TREE_SEARCH_MAX_N` u's block from a fan-ary search tree over the V/K block ends, then
-    the count of the block's K entries <= u (`tree_search`: the same L + 1 row loads for every
-    draw); above it u's block from a guide table over the block ends, then 5 bisection steps
-    inside the block (`block_guide_search`); from N = `GUIDE_TABLE_MIN_N` a guide table over all
-    V entries, O(V + N) (a cell index from u, a few loads). All give the binary search's indices
-    (`search_right`) wherever the float32 CDF does not decrease; the others need a CDF that does
-    not, which a running maximum ensures.
+    offsets, which also keeps float32 rounding small) and a search per draw (`tree_search`): u's
+    block from a fan-ary search tree over the V/K block ends (L = ⌈log_fan(V/K + 1)⌉ levels, each
+    one row of `fan` ends), then the count of the block's K entries <= u. Work O(V + N·(L·fan +
+    K)) with the same loads for every draw. It gives the binary search's indices (`search_right`)
+    wherever the float32 CDF does not decrease.
 
 Both are exact up to the float32 resolution of the uniforms and prefix sums (absolute ≈ 1e-7 of
 the total mass per action); sums over any contiguous range of actions telescope, so aggregate
@@ -139,92 +136,6 @@ def search_right(cdf_V, u_N):
     return jnp.searchsorted(cdf_V, u_N, side="right", method="scan")
 
 
-def _count_prefix_sums(x_M):
-    """Inclusive prefix sums of whole-number float32 counts (total < 2^24, so every partial sum
-    is exact in any order), by rows of 32 recursively: O(M·32) work at any length."""
-    m = x_M.shape[0]
-    if m <= 32:
-        return _row_prefix_sums(x_M[None, :])[0]
-    rows = -(-m // 32)
-    within_RxW = _row_prefix_sums(jnp.pad(x_M, (0, rows * 32 - m)).reshape(rows, 32))
-    offset_R = _count_prefix_sums(within_RxW[:, -1]) - within_RxW[:, -1]
-    return (within_RxW + offset_R[:, None]).reshape(-1)[:m]
-
-
-# Guide table: a draw whose cell holds at most this many CDF entries compares u with all of them
-# at once (independent loads from one or two cache lines); larger cells go to a bisection.
-GUIDE_SCAN_WIDTH = 4
-
-
-def _bisect_runs(cdf_V, u_C, first_G1, cell):
-    """#{a : cdf_a <= u} by bisection inside u's run [first[cell(u)], first[cell(u) + 1]): as
-    many levels as the longest run among the queries needs."""
-    g_C = cell(u_C)
-    lo_C, hi_C = first_G1[g_C], first_G1[g_C + 1]
-
-    def level(bounds):
-        lo_C, hi_C = bounds
-        mid_C = (lo_C + hi_C) // 2
-        right_C = (lo_C < hi_C) & (cdf_V[jnp.minimum(mid_C, cdf_V.shape[0] - 1)] <= u_C)
-        return jnp.where(right_C, mid_C + 1, lo_C), jnp.where(right_C | (lo_C >= hi_C), hi_C, mid_C)
-
-    return jax.lax.while_loop(lambda b: jnp.any(b[0] < b[1]), level, (lo_C, hi_C))[0]
-
-
-def _guide_table_search(cdf_V, u_N, cells: int | None = None):
-    """#{a : cdf_a <= u} per query for a non-decreasing CDF, by a guide table (Chen & Asau 1974;
-    Devroye 1986, §III.2.4 "indexed search"). Equals `search_right` exactly.
-
-    The range [0, cdf[-1]] is cut into G cells (G = the power of two >= V) by the non-decreasing
-    map cell(x) = min(⌊x·G / cdf[-1]⌋, G − 1). Because cell() and the CDF are both non-decreasing,
-    every entry in a cell below u's cell is <= u, every entry in a cell above it is > u, and the
-    entries in u's cell are a contiguous run starting at first[cell(u)] = #{a : cell(cdf_a) <
-    cell(u)} (a histogram of cell(cdf) and its prefix sums: O(V + G), one pass). So the answer is
-    first[cell(u)] plus the count of that run's entries <= u. Runs of at most `GUIDE_SCAN_WIDTH`
-    entries are counted directly; draws in longer runs (crowded cells: many small actions in one
-    cell, which hold at most 1/G of the mass each) are gathered into batches of N/8 and bisected
-    inside their runs. Cost per draw: a few loads instead of log2 V dependent ones. (On the
-    paper's policies after 300 steps 6–8 % of the draws fall in crowded cells: the incorrect
-    actions, ≈ 3e-7 each, put ≈ 20 CDF entries in a cell of width 1/G ≈ 7.6e-6.)
-    """
-    v, n = cdf_V.shape[0], u_N.shape[0]
-    cells = cells or 1 << max(v - 1, 1).bit_length()
-    scale = cells / cdf_V[-1]
-
-    def cell(x):
-        return jnp.minimum(jnp.floor(x * scale), cells - 1).astype(jnp.int32)
-
-    hist_G = jnp.zeros((cells,), jnp.float32).at[cell(cdf_V)].add(1.0)
-    first_G1 = jnp.concatenate([jnp.zeros((1,), jnp.int32),
-                                _count_prefix_sums(hist_G).astype(jnp.int32)])
-    g_N = cell(u_N)
-    lo_N = first_G1[g_N]
-    run_N = first_G1[g_N + 1] - lo_N
-    idx_N = lo_N
-    for k in range(GUIDE_SCAN_WIDTH):
-        below = (k < run_N) & (cdf_V[jnp.minimum(lo_N + k, v - 1)] <= u_N)
-        idx_N = idx_N + below.astype(jnp.int32)
-
-    crowded_N = run_N > GUIDE_SCAN_WIDTH
-    batch = max(n // 8, min(n, 256))
-
-    def bisect_crowded(idx_N):
-        slot_N = _count_prefix_sums(crowded_N.astype(jnp.float32)).astype(jnp.int32) - 1
-        num_batches = (slot_N[-1] + batch) // batch
-
-        def one_batch(i, idx_N):
-            local_N = slot_N - i * batch
-            take_N = crowded_N & (local_N >= 0) & (local_N < batch)
-            u_C = jnp.zeros((batch,), u_N.dtype).at[jnp.where(take_N, local_N, batch)].set(
-                u_N, mode="drop")
-            found_C = _bisect_runs(cdf_V, u_C, first_G1, cell)
-            return jnp.where(take_N, found_C[jnp.clip(local_N, 0, batch - 1)], idx_N)
-
-        return jax.lax.fori_loop(0, num_batches, one_batch, idx_N)
-
-    return jax.lax.cond(jnp.any(crowded_N), bisect_crowded, lambda idx_N: idx_N, idx_N)
-
-
 # Search batched CDFs one run after another (`lax.map`)? None: only on the CPU backend, where it
 # keeps each CDF in cache; an accelerator gets one batched search, which is what it runs in
 # parallel (not measured here: no accelerator was available).
@@ -250,42 +161,6 @@ def _runs_one_by_one(search):
         return jax.lax.map(lambda args: batched(*args), (cdf, u)), True
 
     return batched
-
-
-# Cells of the block search's guide table per block end (measured in the engine, 8 runs, ms per
-# run-step at N = 4096 / 16384 / 65536: 4 cells 0.207 / 0.397 / 0.890, 16 cells 0.245 / 0.427 /
-# 0.938).
-BLOCK_GUIDE_CELLS_PER_BLOCK = 4
-
-
-def _block_guide_search(cdf_V, u_N):
-    """#{a : cdf_a <= u} per query, for a CDF that does not decrease within blocks of
-    `BLOCK_SIZE`: u's block from a guide table over the block ends (`_guide_table_search` of
-    their running maximum, V/K entries: a table that costs little to build), then u's place in
-    the block by log2 K branchless bisection steps. Equals `search_right` where the CDF does not
-    decrease; where rounding puts a block's entries below an earlier block's end (see
-    `two_level_cdf`), it is the exact inverse CDF of the block ends' running maximum, as the
-    full guide table is of `running_max_of_blocks`.
-
-    Against the bisection's log2 V ≈ 17 dependent loads per draw it takes a few loads from a
-    table of V/K ends, which stays in cache, and log2 K = 5 inside one block."""
-    k, v = BLOCK_SIZE, cdf_V.shape[0]
-    if v % k:  # pad with the total: no count changes
-        cdf_V = jnp.pad(cdf_V, (0, -v % k), mode="edge")
-    ends_B = jax.lax.cummax(cdf_V.reshape(-1, k)[:, -1])
-    num_blocks = ends_B.shape[0]
-    cells = 1 << max(BLOCK_GUIDE_CELLS_PER_BLOCK * num_blocks - 1, 1).bit_length()
-    below_N = _guide_table_search(ends_B, u_N, cells)  # blocks ending at or below u
-    first_N = jnp.minimum(below_N, num_blocks - 1) * k
-    # u's block ends above u: its count is 0 … K − 1, found among its first K − 1 entries
-    found_N = jnp.zeros_like(first_N)
-    step = k // 2
-    while step:
-        found_N = jnp.where(cdf_V[first_N + found_N + step - 1] <= u_N, found_N + step, found_N)
-        step //= 2
-    return jnp.where(below_N < num_blocks, first_N + found_N, v)  # u >= every end: all of them
-
-
 
 
 # Branching factor of `tree_search`'s tree over the block ends (measured, 8 runs vmapped, µs per
@@ -333,8 +208,6 @@ def _tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
 
 
 search_right = _runs_one_by_one(search_right)
-block_guide_search = _runs_one_by_one(_block_guide_search)
-guide_table_search = _runs_one_by_one(lambda cdf_V, u_N: _guide_table_search(cdf_V, u_N))
 
 
 def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
@@ -344,39 +217,25 @@ def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
     return _tree_search(cdf_V, u_N, block_size)
 
 
-# Up to this many draws `sample_actions_inverse_cdf` searches with the tree (measured in the engine,
-# `catsim simulate`, 8 runs × 1000 steps, seconds, block search → tree: Intel Xeon N = 4096 9.75 →
-# 6.71, 16384 10.09 → 9.83, 32768 16.8 → 15.9, 65536 22.5 → 24.1; AMD EPYC N = 8192 6.83 → 5.14,
-# 32768 12.6 → 11.6, 65536 15.7 → 17.7, 131072 with the full table 26.2 → 30.4 with the tree).
-TREE_SEARCH_MAX_N = 32768
-# From this many draws on, `sample_actions_inverse_cdf` searches with the guide table over all V
-# entries (its table costs O(V) per group), below with the block search (measured in the engine,
-# 8 runs, ms per run-step, full table vs block search vs bisection: N = 32768 0.79 / 0.57 / 0.69;
-# 65536 1.01 / 0.86 / 0.99; 131072 1.47 / 1.52 / 1.48).
-GUIDE_TABLE_MIN_N = 131072
-# Force one search ("bisect", "tree", "block" or "table") instead of the choice by N (benchmarks,
-# tests; read when the sampler is traced).
+# The tree replaced two guide-table searches (a table over the block ends, then a bisection in the
+# block, below N = 131072; a table over all V entries from it; see docs/simulator.md) once the
+# uniforms were computed into a buffer (`_uniforms`). The draw alone, 8 runs, µs per run, tree /
+# block / full table: N = 32768 447 / 625 / 1099, 65536 1144 / 1263 / 1514, 131072 1849 / 2265 /
+# 2183; whole cells (`catsim simulate`, 8 runs × 1000 steps, wall s, tables → tree, back to back):
+# N = 65536 21.2, 17.4 → 16.0, 14.8; 131072 25.2, 30.2, 24.9, 30.5 → 25.5, 23.9, 21.3, 24.8.
+# Force one search ("bisect" or "tree") instead of the default tree search (benchmarks, tests;
+# read when the sampler is traced).
 SEARCH: str | None = None
 
 
 def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
-    """#{a : cdf_a <= u} per query by the search `sample_actions_inverse_cdf` uses for N = len(u)
-    draws (chosen by N, or `SEARCH`), on a `two_level_cdf` of `block_size`."""
-    if SEARCH not in (None, "bisect", "tree", "block", "table"):
-        raise CatsimError("sampler.SEARCH must be None, 'bisect', 'tree', 'block' or 'table', "
-                          f"got {SEARCH!r}")
-    group_size = u_N.shape[0]
-    # (the tables' counts are float32 sums, exact below 2^24)
-    search = SEARCH or ("tree" if group_size <= TREE_SEARCH_MAX_N else
-                        "bisect" if group_size >= 2**24 or cdf_V.shape[0] >= 2**24 else
-                        "table" if group_size >= GUIDE_TABLE_MIN_N else "block")
-    if search == "bisect":
+    """#{a : cdf_a <= u} per query by the search `sample_actions_inverse_cdf` uses (`SEARCH`, by
+    default the tree search), on a `two_level_cdf` of `block_size`."""
+    if SEARCH not in (None, "bisect", "tree"):
+        raise CatsimError(f"sampler.SEARCH must be None, 'bisect' or 'tree', got {SEARCH!r}")
+    if SEARCH == "bisect":
         return search_right(cdf_V, u_N)
-    if search == "tree":
-        return tree_search(cdf_V, u_N, block_size)
-    if search == "table":
-        return guide_table_search(running_max_of_blocks(cdf_V, block_size), u_N)
-    return block_guide_search(cdf_V, u_N)
+    return tree_search(cdf_V, u_N, block_size)
 
 
 # Compute a group's uniforms into a buffer before searching? None: only on the CPU backend (below).
@@ -394,7 +253,8 @@ def _uniforms(key, group_size: int, total):
     before fusion), but a while loop's result is always a buffer: on the CPU the uniforms are
     computed in a loop of one iteration whose trip count the compiler cannot know (it is 1 for
     any total that is not below −1, NaN included). Same values; the whole draw, 8 runs, µs per
-    run: N = 4096 306 → 216, 16384 684 → 395, 65536 1219 → 1208, 131072 1807 → 1735.
+    run: N = 4096 306 → 216, 16384 684 → 395 (with the guide-table searches of that time at
+    65536 and 131072: 1219 → 1208, 1807 → 1735).
     Accelerators compute them in place (a loop there costs a synchronisation per iteration)."""
     in_a_buffer = UNIFORMS_IN_A_BUFFER
     if in_a_buffer is None:
