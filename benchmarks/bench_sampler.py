@@ -65,8 +65,8 @@ def main() -> None:
     for path in filter(None, args.policies.split(",")):
         pols[path] = jnp.asarray(np.load(path), jnp.float32)
     keys = jax.random.split(jax.random.key(0), RUNS)
-    labels = ("bisect", "tree")
     searches = {"bisect": sampler.search_right, "tree": sampler.tree_search}
+    labels = tuple(searches)
     print(f"{'N':>7} {'policy':>8} | {'counts: bisect':>14} {'tree':>6} {'ratio':>6} | "
           f"{'search: bisect':>14} {'tree':>6} {'ratio':>6}")
     for n in (int(s) for s in args.sizes.split(",")):

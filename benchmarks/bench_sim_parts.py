@@ -5,9 +5,9 @@ that N (the policy a Fig. 2 cell spends most of its steps on; 0 = the initial po
 each part of one step for 8 runs vmapped on one device, in microseconds per run:
 
   * the draw of a group, as each side does it: catsim's `sampler.sample_draws` (blocked up to
-    N = 2048, else the two-level CDF, the unrolled Threefry uniforms and the tree, block or
-    guide-table search) against `jnp.cumsum` + `jax.random.uniform` + `jnp.searchsorted` (`jax_loop_baseline.py`),
-    with the ratio; for N > 2048 also each of the three parts against its counterpart;
+    N = 2048, else the two-level CDF, the unrolled Threefry uniforms and the tree search) against
+    `jnp.cumsum` + `jax.random.uniform` + `jnp.searchsorted` (`jax_loop_baseline.py`), with the
+    ratio; for N > 2048 also each of the three parts against its counterpart;
   * the parts both sides pay alike: the scatter of the draws into counts, the softmax over V and
     one `optax.adam` update over V.
 

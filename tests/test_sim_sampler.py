@@ -175,7 +175,7 @@ def test_tree_search_equals_searchsorted(v, n, fan):
     blocks that fills the tree's last level exactly or but for one (V/K = 64, 63), ties,
     zero-probability runs, long stretches of tiny actions, queries at, between and beyond CDF
     values; one run and batched."""
-    search = functools.partial(sampler._tree_search, fan=fan)
+    search = functools.partial(sampler.tree_search, fan=fan)
     _assert_equals_searchsorted(search, v, n, seed=v * n + fan)
 
 

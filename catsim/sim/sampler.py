@@ -89,6 +89,7 @@ def sample_actions_blocked(key, p_V, group_size: int, block_size: int = BLOCK_SI
     p_BxK = _blocks(p_V, block_size)
     mass_B = jnp.sum(p_BxK, axis=1)
     cum_B = _prefix_sum(mass_B)
+    # (not `_uniforms`: no gain here, and u − start below would round differently, see there)
     u_N = threefry.uniform(key, group_size, p_V.dtype) * cum_B[-1]
     # First block whose inclusive prefix exceeds u, so cum_B[b−1] <= u and r >= 0 exactly.
     b_N = jnp.clip(jnp.searchsorted(cum_B, u_N, side="right"), 0, cum_B.shape[0] - 1)
@@ -169,7 +170,7 @@ def _runs_one_by_one(search):
 TREE_FAN = 8
 
 
-def _tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
+def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
     """#{a : cdf_a <= u} per query, for a CDF that does not decrease within blocks of
     `block_size`, by a search tree of fixed shape over the block ends.
 
@@ -183,7 +184,10 @@ def _tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
     Equals `search_right` where the CDF does not decrease; where float32 rounding puts a block's
     entries below an earlier block's end (see `two_level_cdf`), it is the exact inverse CDF of
     `running_max_of_blocks(cdf_V)` (for u at or above the earlier ends, an entry is <= u exactly
-    when its raised value is)."""
+    when its raised value is).
+
+    Batched over runs by plain vmap: one batched gather per level measured faster than searching
+    the runs one after another (µs per run at N = 4096 / 131072: 150 / 1816 against 204 / 3423)."""
     v, k = cdf_V.shape[0], block_size
     if v % k:  # pad with the total: no count changes
         cdf_V = jnp.pad(cdf_V, (0, -v % k), mode="edge")
@@ -208,13 +212,6 @@ def _tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
 
 
 search_right = _runs_one_by_one(search_right)
-
-
-def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
-    """`_tree_search` (batched over runs by plain vmap: one batched gather per level measured
-    faster than searching the runs one after another, µs per run at N = 4096 / 131072: 150 / 1816
-    against 204 / 3423)."""
-    return _tree_search(cdf_V, u_N, block_size)
 
 
 # The tree replaced two guide-table searches (a table over the block ends, then a bisection in the
@@ -255,7 +252,9 @@ def _uniforms(key, group_size: int, total):
     any total that is not below −1, NaN included). Same values; the whole draw, 8 runs, µs per
     run: N = 4096 306 → 216, 16384 684 → 395 (with the guide-table searches of that time at
     65536 and 131072: 1219 → 1208, 1807 → 1735).
-    Accelerators compute them in place (a loop there costs a synchronisation per iteration)."""
+    Accelerators compute them in place (a loop there costs a synchronisation per iteration).
+    The blocked sampler keeps the fused form: there u feeds a subtraction that LLVM contracts
+    with the product into a fused multiply-add, so a buffer would change its draws."""
     in_a_buffer = UNIFORMS_IN_A_BUFFER
     if in_a_buffer is None:
         in_a_buffer = jax.default_backend() == "cpu"
