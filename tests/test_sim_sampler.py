@@ -201,6 +201,29 @@ def test_running_max_of_blocks_removes_the_dips_of_the_two_level_cdf():
     np.testing.assert_array_equal(np.asarray(got), np.searchsorted(fixed, u, side="right"))
 
 
+@pytest.mark.parametrize("v", [1, 5, 31, 32, 33, 1000, 128_000])
+def test_last_positive_from_the_block_totals_equals_the_pass_over_v(v):
+    """The inverse-CDF sampler's clamp finds the last action with p > 0 from the CDF's block
+    totals and one block row: the same index as the pass over V and the same CDF, for dense p,
+    sparse p, p whose tail is zero (a whole block of zeros, a partial one, all but the first
+    entry), all zeros, and a single positive entry in a zero block's neighbour."""
+    rng = np.random.default_rng(v)
+    both = jax.jit(sampler._two_level_cdf_and_last_positive)
+    cases = [rng.random(v), np.where(rng.random(v) < 0.9, 0.0, rng.random(v)), np.zeros(v)]
+    for tail in sorted({0, 1, min(v, 31), min(v, 32), min(v, 33), v - 1}):
+        p = rng.random(v)
+        p[v - tail:] = 0.0
+        cases.append(p)
+    lone = np.zeros(v)
+    lone[v // 2] = 1e-30
+    cases.append(lone)
+    for p in cases:
+        p = jnp.asarray(p, jnp.float32)
+        cdf, last = both(p)
+        assert int(last) == int(sampler._last_positive(p)), np.flatnonzero(np.asarray(p))[-1:]
+        np.testing.assert_array_equal(np.asarray(cdf), np.asarray(jax.jit(sampler.two_level_cdf)(p)))
+
+
 @pytest.mark.parametrize("n", [4096, 131072])
 def test_tree_search_and_bisection_draw_the_same_groups(n):
     """Paper-size V: `sample_counts` with the tree search draws exactly the groups the bisection

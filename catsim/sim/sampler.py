@@ -109,10 +109,22 @@ def two_level_cdf(p_V, block_size: int = BLOCK_SIZE):
     column, so they do not decrease; across blocks float32 rounding of the offsets can put a
     block's entries an ulp below the previous block's end (seen on policies with a wide spread
     of logits; not on the paper's). `running_max_of_blocks` removes such dips."""
+    return _two_level_cdf_and_last_positive(p_V, block_size)[0]
+
+
+def _two_level_cdf_and_last_positive(p_V, block_size: int = BLOCK_SIZE):
+    """(`two_level_cdf(p_V)`, `_last_positive(p_V)`): the last action with p > 0 found from the
+    block totals the CDF computes anyway (a block's total, a sum of non-negative numbers, is > 0
+    exactly when one of its entries is), then inside that block's row: O(V/K + K) instead of a
+    pass over V (the pass cost ≈ 50 µs per run and step at V = 128,000, a tenth of an N = 4096
+    step; same index)."""
     p_BxK = _blocks(p_V, block_size)
     within_BxK = _row_prefix_sums(p_BxK)
-    offset_B = _prefix_sum(within_BxK[:, -1]) - within_BxK[:, -1]
-    return (within_BxK + offset_B[:, None]).reshape(-1)
+    total_B = within_BxK[:, -1]
+    offset_B = _prefix_sum(total_B) - total_B
+    last_block = _last_positive(total_B)
+    last = last_block * block_size + _last_positive(p_BxK[last_block])
+    return (within_BxK + offset_B[:, None]).reshape(-1), last
 
 
 def running_max_of_blocks(cdf_V, block_size: int = BLOCK_SIZE):
@@ -268,10 +280,10 @@ def _uniforms(key, group_size: int, total):
 
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
     """N i.i.d. draws from p by inverse CDF over all V actions. -> [N] int32."""
-    cdf = two_level_cdf(p_V, block_size)
+    cdf, last_positive = _two_level_cdf_and_last_positive(p_V, block_size)
     u_N = _uniforms(key, group_size, cdf[-1])
     idx_N = inverse_cdf_search(cdf, u_N, block_size)
-    return jnp.minimum(idx_N, _last_positive(p_V)).astype(jnp.int32)
+    return jnp.minimum(idx_N, last_positive).astype(jnp.int32)
 
 
 def sample_counts(key, p_V, group_size: int, method: str = "auto", block_size: int = BLOCK_SIZE,
