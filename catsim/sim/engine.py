@@ -440,12 +440,15 @@ def run_keys(seeds) -> jax.Array:
     return jnp.stack([jax.random.key(int(s)) for s in seeds])
 
 
-# Largest group size whose runs `sweep.run_cell(shard=True)` splits over the host devices. Above it
-# one device is faster: XLA's CPU runtime already runs a large-N program's work on all cores, and
-# two such programs compete for them (measured, `catsim simulate --gamma 0,1 --seeds 4`, 2 cores,
-# 1 vs 2 devices, wall s: N = 1024 2.04 vs 1.89, 4096 3.39 vs 3.53, 8192 3.44 vs 4.69, 16384 5.17
-# vs 6.35, 131072 (300 steps) 5.21 vs 6.27).
-SHARD_MAX_GROUP_SIZE = 2048
+# Largest group size whose runs `sweep.run_cell(shard=True)` splits over the host devices (None:
+# every N). It was 2048 while the large-N draw (a bisection searched run by run, then guide
+# tables) was work XLA's CPU runtime spread over the cores itself, so two programs competed for
+# them (wall s, 1 vs 2 devices: N = 4096 3.39 vs 3.53, 16384 5.17 vs 6.35). The tree search's
+# small batched gathers run on one core, and splitting the runs now pays at every N (AMD EPYC,
+# 2 cores, 8 runs, steady-state ms per step, best of 3 processes, 1 vs 2 devices: N = 4096 0.89 vs
+# 0.74, 8192 0.75 vs 0.67, 16384 1.36 vs 0.87, 32768 1.43 vs 1.08, 65536 2.21 vs 1.67, 131072
+# 3.27 vs 2.08). Results are bit-identical either way.
+SHARD_MAX_GROUP_SIZE: int | None = None
 
 
 def shard_runs(*arrays):

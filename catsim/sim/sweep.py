@@ -84,8 +84,8 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     `progress`: an object with `update(n)` (e.g. tqdm), advanced by run-steps done.
     `share_with`: the other N of the same job; a program shared between group sizes is used only
     when one of them needs it too (None: whenever possible). `shard`: split the runs over the
-    local devices (`engine.shard_runs`) when the program's N is at most
-    `engine.SHARD_MAX_GROUP_SIZE`; results are bit-identical either way.
+    local devices (`engine.shard_runs`; only up to the program's N `engine.SHARD_MAX_GROUP_SIZE`
+    when that is set); results are bit-identical either way.
     """
     for g in gammas:
         if not (np.isfinite(g) and g >= 0):
@@ -101,7 +101,8 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     shared = (engine.can_share_group_size(config) if share_with is None
               else engine.shares_program(config, share_with))
     program_n = engine.program_group_size(config) if shared else config.group_size
-    if shard and program_n <= engine.SHARD_MAX_GROUP_SIZE:
+    limit = engine.SHARD_MAX_GROUP_SIZE
+    if shard and (limit is None or program_n <= limit):
         keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
     init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared)
     extra = (jnp.int32(config.group_size),) if shared else ()
