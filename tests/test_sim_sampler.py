@@ -206,7 +206,7 @@ def test_last_positive_from_the_block_totals_equals_the_pass_over_v(v):
     """The inverse-CDF sampler's clamp finds the last action with p > 0 from the CDF's block
     totals and one block row: the same index as the pass over V and the same CDF, for dense p,
     sparse p, p whose tail is zero (a whole block of zeros, a partial one, all but the first
-    entry), all zeros, and a single positive entry in a zero block's neighbour."""
+    entry), all zeros, and one tiny positive entry (1e-30) among zeros."""
     rng = np.random.default_rng(v)
     both = jax.jit(sampler._two_level_cdf_and_last_positive)
     cases = [rng.random(v), np.where(rng.random(v) < 0.9, 0.0, rng.random(v)), np.zeros(v)]
