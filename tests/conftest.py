@@ -30,4 +30,3 @@ if os.environ.get("CATSIM_TEST_XLA_OPT", "") != "default" and TEST_XLA_FLAGS not
 
 settings.register_profile("catsim", derandomize=True, deadline=None)
 settings.load_profile("catsim")
-

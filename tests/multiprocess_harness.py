@@ -23,7 +23,8 @@ def free_port() -> int:
 
 def launch(script: str, tmp_path: Path, pid: int, port: int) -> subprocess.Popen:
     """Run `script` (argv: pid, port, tmp_path) as process `pid` with 2 host CPU devices."""
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2", JAX_PLATFORMS="cpu",
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS), os.environ.get("PYTHONPATH", "")]))
     with open(tmp_path / f"worker-{pid}.log", "w") as log:
         return subprocess.Popen([sys.executable, "-c", script, str(pid), str(port), str(tmp_path)], env=env,

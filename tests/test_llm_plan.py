@@ -151,7 +151,8 @@ MESH_CHILD = textwrap.dedent("""
 
 def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
     base = _tiny(tmp_path)
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu")
     out = subprocess.run([sys.executable, "-c", MESH_CHILD, str(base)], env=env, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

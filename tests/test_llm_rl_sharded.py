@@ -71,7 +71,8 @@ SCRIPT = textwrap.dedent("""
 
 def test_sharded_equals_unsharded(tmp_path):
     tests = str(Path(__file__).parent)
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([str(Path(tests).parent), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-c", SCRIPT.format(tests=tests, root=str(tmp_path))], env=env,
                           capture_output=True, text=True, timeout=900)

@@ -182,7 +182,8 @@ def test_sharded_over_8_devices_is_identical():
             np.testing.assert_array_equal(a[k], b[k])
         print("IDENTICAL")
     """)
-    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8",
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8"
+    env = dict(os.environ, XLA_FLAGS=flags,
                PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                           timeout=300)
