@@ -209,6 +209,7 @@ def test_last_positive_from_the_block_totals_equals_the_pass_over_v(v):
     entry), all zeros, and one tiny positive entry (1e-30) among zeros."""
     rng = np.random.default_rng(v)
     both = jax.jit(sampler._two_level_cdf_and_last_positive)
+    parts = jax.jit(sampler._two_level_cdf_parts)
     cases = [rng.random(v), np.where(rng.random(v) < 0.9, 0.0, rng.random(v)), np.zeros(v)]
     for tail in sorted({0, 1, min(v, 31), min(v, 32), min(v, 33), v - 1}):
         p = rng.random(v)
@@ -222,6 +223,10 @@ def test_last_positive_from_the_block_totals_equals_the_pass_over_v(v):
         cdf, last = both(p)
         assert int(last) == int(sampler._last_positive(p)), np.flatnonzero(np.asarray(p))[-1:]
         np.testing.assert_array_equal(np.asarray(cdf), np.asarray(jax.jit(sampler.two_level_cdf)(p)))
+        # the block ends the tree search gets from the totals' buffer: the CDF's own, bit for bit
+        _, ends, _ = parts(p)
+        k = sampler.BLOCK_SIZE
+        np.testing.assert_array_equal(np.asarray(ends), np.asarray(cdf).reshape(-1, k)[:, -1])
 
 
 @pytest.mark.parametrize("n", [4096, 131072])
@@ -264,8 +269,9 @@ def test_forced_searches_draw_the_same_counts(monkeypatch):
 
 @pytest.mark.parametrize("n", [4096, 65536])
 def test_uniforms_in_a_buffer_draw_the_same_groups(n, monkeypatch):
-    """Computing the group's uniforms into a buffer first (`sampler.UNIFORMS_IN_A_BUFFER`, the
-    CPU default) changes no draw, batched over runs as the engine draws."""
+    """Computing the group's uniforms and the CDF's block totals into buffers first
+    (`sampler.UNIFORMS_IN_A_BUFFER`, the CPU default) changes no draw, batched over runs as the
+    engine draws."""
     z = np.random.default_rng(4).normal(0.0, 2.0, (3, 128_000)).astype(np.float32)
     p = jax.nn.softmax(jnp.asarray(z), axis=-1)
     keys = jax.random.split(jax.random.key(11), 3)

@@ -29,12 +29,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from catsim.errors import CatsimError
@@ -42,6 +40,12 @@ from catsim.objectives import advantages, asymmetric, focal, losses
 from catsim.objectives.grad_clip import dual_threshold_clip
 from catsim.sim import metrics, policy, sampler
 from catsim.sim.config import SimConfig, UpdateConfig
+from catsim.sim.devices import (  # noqa: F401  (run_sharding, shard_runs, use_cpu_cores: engine API)
+    over_runs,
+    run_sharding,
+    shard_runs,
+    use_cpu_cores,
+)
 from catsim.sim.lean import lean_update, uses_lean_step
 
 
@@ -401,16 +405,21 @@ def make_batched_run(config: SimConfig):
     return jax.jit(jax.vmap(make_run(config), in_axes=(None, 0, 0, 0)))
 
 
-def make_batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False):
+def make_batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False,
+                         sharding=None):
     """Jitted, vmapped (init, chunk) of `make_chunked`: run axis R first in every per-run input.
 
-    Cached per (config without its label, records_per_chunk), so repeated cells reuse the
-    compiled programs. With `shared_group_size` the program is that of `program_group_size(config)`
-    and `chunk` takes the group size N as a last (unbatched) argument."""
+    Cached per (config without its label, records_per_chunk, sharding), so repeated cells reuse
+    the compiled programs. With `shared_group_size` the program is that of
+    `program_group_size(config)` and `chunk` takes the group size N as a last (unbatched) argument.
+    `sharding` (`run_sharding`): every output of both is placed on it, so the state init returns
+    has the sharding chunk returns and one compiled chunk serves every call of a cell (left to
+    JAX, init's state lands on one device — it does not read the sharded learning rates — and
+    the second call compiled the chunk again for the state the first one returned)."""
     config = dataclasses.replace(config, method="")
     if shared_group_size:
         config = dataclasses.replace(config, group_size=program_group_size(config))
-    return _batched_chunked(config, records_per_chunk, shared_group_size)
+    return _batched_chunked(config, records_per_chunk, shared_group_size, sharding)
 
 
 # XLA CPU backend optimisation level of the chunk program. Level 1 instead of the default
@@ -425,13 +434,15 @@ CHUNK_COMPILER_OPTIONS = {"xla_backend_optimization_level": 1, "xla_cpu_prefer_v
 
 
 @functools.lru_cache(maxsize=64)
-def _batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False):
+def _batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: bool = False,
+                     sharding=None):
     init, chunk = make_chunked(config, records_per_chunk, shared_group_size)
     in_axes = (None, 0, 0, 0, 0, None) + ((None,) if shared_group_size else ())
+    placed = {} if sharding is None else {"out_shardings": sharding}
     return (
-        jax.jit(jax.vmap(init, in_axes=(None, 0))),
-        jax.jit(jax.vmap(chunk, in_axes=in_axes), donate_argnums=(1,),
-                compiler_options=CHUNK_COMPILER_OPTIONS),
+        jax.jit(jax.vmap(init, in_axes=(None, 0)), **placed),
+        jax.jit(over_runs(chunk, in_axes, sharding), donate_argnums=(1,),
+                compiler_options=CHUNK_COMPILER_OPTIONS, **placed),
     )
 
 
@@ -447,40 +458,6 @@ def run_keys(seeds) -> jax.Array:
 # small batched gathers run on one core, and splitting the runs now pays at every N (AMD EPYC,
 # 2 cores, 8 runs, steady-state ms per step, best of 3 processes, 1 vs 2 devices: N = 4096 0.89 vs
 # 0.74, 8192 0.75 vs 0.67, 16384 1.36 vs 0.87, 32768 1.43 vs 1.08, 65536 2.21 vs 1.67, 131072
-# 3.27 vs 2.08). Results were bit-identical either way in every check but one: an N = 4096 run
-# moved in the 7th digit after 100 steps (each device's program has half the runs, which XLA
-# may fuse differently); the Fig. 2 table is unchanged (docs/simulator.md).
+# 3.27 vs 2.08; since then each device runs its runs one after another, `devices.over_runs`).
+# Results agree either way to float32 rounding (docs/simulator.md).
 SHARD_MAX_GROUP_SIZE: int | None = None
-
-
-def shard_runs(*arrays):
-    """Place arrays with a leading run axis R on all local devices, split along R.
-
-    With one device, or R not divisible by the device count, arrays are returned unchanged.
-    """
-    devices = jax.devices()
-    r = arrays[0].shape[0]
-    if len(devices) == 1 or r % len(devices):
-        return arrays
-    mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
-    spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
-    return tuple(jax.device_put(a, spec) for a in arrays)
-
-
-def use_cpu_cores(count: int | None = None) -> int:
-    """Expose `count` CPU cores (default: all of them) as JAX host devices, so that `shard_runs`
-    keeps every core busy (XLA's CPU backend runs one program on about one core).
-
-    Call it before JAX's first operation (the CLI's `sweep` and `simulate` do). It changes
-    nothing when JAX is already running, when the user already set the host device count
-    (XLA_FLAGS or `jax_num_cpu_devices`), or when `count` <= 1. Returns the number of devices JAX will use.
-    """
-    count = (os.cpu_count() or 1) if count is None else count
-    flags = os.environ.get("XLA_FLAGS", "")
-    user_set = jax.config.jax_num_cpu_devices > 0 or "xla_force_host_platform_device_count" in flags
-    if count > 1 and not user_set:
-        try:
-            jax.config.update("jax_num_cpu_devices", int(count))
-        except RuntimeError:  # backends already initialised: keep what JAX has
-            pass
-    return len(jax.devices())

@@ -118,13 +118,26 @@ def _two_level_cdf_and_last_positive(p_V, block_size: int = BLOCK_SIZE):
     exactly when one of its entries is), then inside that block's row: O(V/K + K) instead of a
     pass over V (the pass cost ≈ 50 µs per run and step at V = 128,000, a tenth of an N = 4096
     step; same index)."""
+    cdf_V, _, last = _two_level_cdf_parts(p_V, block_size)
+    return cdf_V, last
+
+
+def _two_level_cdf_parts(p_V, block_size: int = BLOCK_SIZE):
+    """(`two_level_cdf(p_V)`, its block ends [B], `_last_positive(p_V)`).
+
+    The block ends (the CDF's entries K − 1, 2K − 1, …) come from the block totals, which are held
+    in a buffer of their own (`_in_a_buffer`): XLA's CPU backend would otherwise fuse the total's
+    strided read of the K × K prefix sums (one cache line per block) into every consumer, and the
+    tree search's running maximum has ≈ 12 of them (0.42 of a 2.9 ms step, 8 runs, N = 4096).
+    Same values: an end is the same sum `within + offset` either way."""
     p_BxK = _blocks(p_V, block_size)
     within_BxK = _row_prefix_sums(p_BxK)
-    total_B = within_BxK[:, -1]
+    total_B = _in_a_buffer(lambda: within_BxK[:, -1], within_BxK.shape[:1], p_V.dtype,
+                           guard=p_V[0])
     offset_B = _prefix_sum(total_B) - total_B
     last_block = _last_positive(total_B)
     last = last_block * block_size + _last_positive(p_BxK[last_block])
-    return (within_BxK + offset_B[:, None]).reshape(-1), last
+    return (within_BxK + offset_B[:, None]).reshape(-1), total_B + offset_B, last
 
 
 def running_max_of_blocks(cdf_V, block_size: int = BLOCK_SIZE):
@@ -182,7 +195,7 @@ def _runs_one_by_one(search):
 TREE_FAN = 8
 
 
-def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
+def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN, ends_B=None):
     """#{a : cdf_a <= u} per query, for a CDF that does not decrease within blocks of
     `block_size`, by a search tree of fixed shape over the block ends.
 
@@ -199,14 +212,19 @@ def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN):
     when its raised value is).
 
     Batched over runs by plain vmap: one batched gather per level measured faster than searching
-    the runs one after another (µs per run at N = 4096 / 131072: 150 / 1816 against 204 / 3423)."""
+    the runs one after another (µs per run at N = 4096 / 131072: 150 / 1816 against 204 / 3423).
+
+    `ends_B`: the CDF's block ends cdf[K − 1], cdf[2K − 1], … as a compact array, when the caller
+    has them (`_two_level_cdf_parts`); by default they are read from `cdf_V` (V % K == 0 then)."""
     v, k = cdf_V.shape[0], block_size
     if v % k:  # pad with the total: no count changes
         cdf_V = jnp.pad(cdf_V, (0, -v % k), mode="edge")
     rows_BxK = cdf_V.reshape(-1, k)
     # running maximum by a log-depth scan: exact in any order, and 2.4x faster than XLA's CPU
     # `cummax` (a reduce-window; 8 runs of 4,000 ends, µs per run with the padding below: 46 vs 19)
-    ends_B = jax.lax.associative_scan(jnp.maximum, rows_BxK[:, -1])
+    if ends_B is None:
+        ends_B = rows_BxK[:, -1]
+    ends_B = jax.lax.associative_scan(jnp.maximum, ends_B)
     num_blocks = ends_B.shape[0]
     levels = 1
     while fan**levels <= num_blocks:  # at least one +inf end: u never passes the last node
@@ -239,14 +257,15 @@ search_right = _runs_one_by_one(search_right)
 SEARCH: str | None = None
 
 
-def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE):
+def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, ends_B=None):
     """#{a : cdf_a <= u} per query by the search `sample_actions_inverse_cdf` uses (`SEARCH`, by
-    default the tree search), on a `two_level_cdf` of `block_size`."""
+    default the tree search), on a `two_level_cdf` of `block_size` (`ends_B`: its block ends,
+    when the caller has them, see `tree_search`)."""
     if SEARCH not in (None, "bisect", "tree"):
         raise CatsimError(f"sampler.SEARCH must be None, 'bisect' or 'tree', got {SEARCH!r}")
     if SEARCH == "bisect":
         return search_right(cdf_V, u_N)
-    return tree_search(cdf_V, u_N, block_size)
+    return tree_search(cdf_V, u_N, block_size, ends_B=ends_B)
 
 
 # Compute a group's uniforms into a buffer before searching? None: only on the CPU backend (below).
@@ -269,22 +288,29 @@ def _uniforms(key, group_size: int, total):
     Accelerators compute them in place (a loop there costs a synchronisation per iteration).
     The blocked sampler keeps the fused form: there u feeds a subtraction that LLVM contracts
     with the product into a fused multiply-add, so a buffer would change its draws."""
+    return _in_a_buffer(lambda: threefry.uniform(key, group_size, total.dtype) * total,
+                        (group_size,), total.dtype, guard=total)
+
+
+def _in_a_buffer(compute, shape, dtype, guard):
+    """`compute()`, held in a buffer of its own on the CPU backend (`UNIFORMS_IN_A_BUFFER`) instead of
+    fused into each of its consumers: computed in a loop of one iteration whose trip count the
+    compiler cannot know (1 unless `guard` < −1; a total or a probability never is, and NaN gives
+    1 too). Elsewhere `compute()` as it is."""
     in_a_buffer = UNIFORMS_IN_A_BUFFER
     if in_a_buffer is None:
         in_a_buffer = jax.default_backend() == "cpu"
     if not in_a_buffer:
-        return threefry.uniform(key, group_size, total.dtype) * total
-    trips = jnp.logical_not(total < -1.0).astype(jnp.int32)
-    return jax.lax.fori_loop(
-        0, trips, lambda _, u_N: threefry.uniform(key, group_size, total.dtype) * total,
-        jnp.zeros((group_size,), total.dtype))
+        return compute()
+    trips = jnp.logical_not(guard < -1.0).astype(jnp.int32)
+    return jax.lax.fori_loop(0, trips, lambda _, x: compute(), jnp.zeros(shape, dtype))
 
 
 def sample_actions_inverse_cdf(key, p_V, group_size: int, block_size: int = BLOCK_SIZE):
     """N i.i.d. draws from p by inverse CDF over all V actions. -> [N] int32."""
-    cdf, last_positive = _two_level_cdf_and_last_positive(p_V, block_size)
+    cdf, ends_B, last_positive = _two_level_cdf_parts(p_V, block_size)
     u_N = _uniforms(key, group_size, cdf[-1])
-    idx_N = inverse_cdf_search(cdf, u_N, block_size)
+    idx_N = inverse_cdf_search(cdf, u_N, block_size, ends_B)
     return jnp.minimum(idx_N, last_positive).astype(jnp.int32)
 
 

@@ -85,8 +85,9 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     `share_with`: the other N of the same job; a program shared between group sizes is used only
     when one of them needs it too (None: whenever possible). `shard`: split the runs over the
     local devices (`engine.shard_runs`; only up to the program's N `engine.SHARD_MAX_GROUP_SIZE`
-    when that is set); results are the same either way (bit-identical in the tests; one
-    N = 4096 run differed in the 7th digit, see `engine.SHARD_MAX_GROUP_SIZE`).
+    when that is set), each device then running its runs one after another on the CPU
+    (`devices.RUNS_ONE_BY_ONE`); results agree either way to float32 rounding (the programs fuse
+    differently), which can move a run onto another sampling path: seed noise.
     """
     for g in gammas:
         if not (np.isfinite(g) and g >= 0):
@@ -103,9 +104,12 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
               else engine.shares_program(config, share_with))
     program_n = engine.program_group_size(config) if shared else config.group_size
     limit = engine.SHARD_MAX_GROUP_SIZE
+    sharding = None
     if shard and (limit is None or program_n <= limit):
         keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
-    init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared)
+        sharding = engine.run_sharding(len(runs))
+    init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared,
+                                              sharding=sharding)
     extra = (jnp.int32(config.group_size),) if shared else ()
     consts = engine.make_constants(config)
     state = init(consts, lr_R)
