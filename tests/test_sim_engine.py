@@ -216,3 +216,19 @@ def test_cli_simulate_records_only_what_it_prints(capsys, tmp_path):
     for key, row in final_only.items():
         for name in ("qpos", "mret", "entropy"):
             assert row[name] == pytest.approx(every_step[key][name], rel=1e-5, abs=1e-7)
+
+
+def test_run_keys_equal_jax_random_key():
+    """`run_keys` writes the Threefry key data of small seeds directly: the same keys (and so
+    the same draws) as `jax.random.key(seed)`, on both sides of the direct path's limit."""
+    seeds = [0, 1, 7, 12345, 2**31 - 1]
+    want = np.stack([np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds])
+    got = engine.run_keys(seeds)
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(got)), want)
+    assert jax.random.key_impl(got) == jax.random.key_impl(jax.random.key(0))
+    draws = jax.vmap(lambda k: jax.random.uniform(k, (3,)))
+    np.testing.assert_array_equal(np.asarray(draws(got)),
+                                  np.asarray(draws(jnp.stack([jax.random.key(s) for s in seeds]))))
+    big = engine.run_keys([2**31])  # beyond the direct path: jax.random.key itself
+    np.testing.assert_array_equal(np.asarray(jax.random.key_data(big)),
+                                  np.asarray(jax.random.key_data(jax.random.key(2**31)))[None])

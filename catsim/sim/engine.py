@@ -33,6 +33,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from catsim.errors import CatsimError
@@ -83,10 +84,8 @@ GROUP_SCALARS = ("mu_hat", "focal", "active", "draws")
 
 def make_constants(config: SimConfig) -> Constants:
     """Initial logits and correct mask of `config.policy` as device arrays."""
-    return Constants(
-        jnp.asarray(policy.initial_logits(config.policy)),
-        jnp.asarray(policy.correct_mask(config.policy)),
-    )
+    return Constants(*jax.device_put((policy.initial_logits(config.policy),
+                                      policy.correct_mask(config.policy))))
 
 
 def make_optimizer(update: UpdateConfig, learning_rate) -> optax.GradientTransformation:
@@ -446,9 +445,19 @@ def _batched_chunked(config: SimConfig, records_per_chunk: int, shared_group_siz
     )
 
 
-def run_keys(seeds) -> jax.Array:
-    """One PRNG key per seed (`jax.random.key(seed)`): a run's draws depend on its seed only."""
-    return jnp.stack([jax.random.key(int(s)) for s in seeds])
+def run_keys(seeds, sharding=None) -> jax.Array:
+    """One PRNG key per seed (`jax.random.key(seed)`): a run's draws depend on its seed only.
+
+    For the default Threefry keys and seeds 0 … 2³¹ − 1 the key data [0, seed] is written
+    directly (`jax.random.key` of such a seed gives exactly that; tested) and placed on
+    `sharding` (`run_sharding`) at once, which saves compiling and running three small programs
+    at every start."""
+    seeds = [int(s) for s in seeds]
+    if (jax.config.jax_default_prng_impl == "threefry2x32"
+            and all(0 <= s < 2**31 for s in seeds)):
+        data = np.array([[0, s] for s in seeds], np.uint32)
+        return jax.random.wrap_key_data(jax.device_put(data, sharding))
+    return jnp.stack([jax.random.key(s) for s in seeds])
 
 
 # Largest group size whose runs `sweep.run_cell(shard=True)` splits over the host devices (None:

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from catsim.errors import CatsimError
@@ -93,9 +92,9 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
         if not (np.isfinite(g) and g >= 0):
             raise CatsimError(f"gamma must be a finite number >= 0, got {g}")
     runs = list(itertools.product(gammas, seeds))
-    keys = engine.run_keys([s for _, s in runs])
-    gamma_R = jnp.asarray([g for g, _ in runs], jnp.float32)
-    lr_R = jnp.full((len(runs),), learning_rate_for(config), jnp.float32)
+    # NumPy, then placed once (below): no small programs to compile for them
+    gamma_R = np.asarray([g for g, _ in runs], np.float32)
+    lr_R = np.full((len(runs),), learning_rate_for(config), np.float32)
     num_records = config.steps // config.log_every
     per_chunk = _records_per_chunk(num_records, config.log_every)
     # One compiled program serves several N (engine.program_group_size): identical counts, fewer
@@ -104,13 +103,16 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
               else engine.shares_program(config, share_with))
     program_n = engine.program_group_size(config) if shared else config.group_size
     limit = engine.SHARD_MAX_GROUP_SIZE
-    sharding = None
-    if shard and (limit is None or program_n <= limit):
+    split = shard and (limit is None or program_n <= limit)
+    sharding = engine.run_sharding(len(runs)) if split else None
+    keys = engine.run_keys([s for _, s in runs], sharding)
+    if split:
         keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
-        sharding = engine.run_sharding(len(runs))
+    else:
+        gamma_R, lr_R = jax.device_put((gamma_R, lr_R))
     init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared,
                                               sharding=sharding)
-    extra = (jnp.int32(config.group_size),) if shared else ()
+    extra = (np.int32(config.group_size),) if shared else ()
     consts = engine.make_constants(config)
     state = init(consts, lr_R)
     parts = []
