@@ -23,9 +23,10 @@ import numpy as np
 # 16384 3.2 → 2.7, 65536 6.7 → 5.6, 131072 11.7 → 10.8; one device on one core, N = 2
 # 2.65 → 1.85, 4096 3.9 → 3.1. One device with both cores is the exception (N = 2 1.6 → 2.4):
 # XLA splits each pass over the cores, and one run's pass is too short to split well. The
-# per-run program fuses its reductions differently from the batched one, so results move in the
-# last float32 bits (docs/simulator.md); they do not depend on how the runs are split over
-# devices. An accelerator gets the batch, which is what it runs in parallel (not measured here).
+# per-run program fuses its reductions differently from the batched one (and, in the last bits,
+# from itself on one device), so results move in the last float32 bits (docs/simulator.md,
+# docs/reproducibility.md). An accelerator gets the batch, which is what it runs in parallel
+# (not measured here).
 RUNS_ONE_BY_ONE: bool | None = None
 
 

@@ -215,7 +215,7 @@ def tree_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, fan: int = TREE_FAN, e
     the runs one after another (µs per run at N = 4096 / 131072: 150 / 1816 against 204 / 3423).
 
     `ends_B`: the CDF's block ends cdf[K − 1], cdf[2K − 1], … as a compact array, when the caller
-    has them (`_two_level_cdf_parts`); by default they are read from `cdf_V` (V % K == 0 then)."""
+    has them (`_two_level_cdf_parts`); by default they are read from `cdf_V`'s rows."""
     v, k = cdf_V.shape[0], block_size
     if v % k:  # pad with the total: no count changes
         cdf_V = jnp.pad(cdf_V, (0, -v % k), mode="edge")
@@ -268,7 +268,8 @@ def inverse_cdf_search(cdf_V, u_N, block_size: int = BLOCK_SIZE, ends_B=None):
     return tree_search(cdf_V, u_N, block_size, ends_B=ends_B)
 
 
-# Compute a group's uniforms into a buffer before searching? None: only on the CPU backend (below).
+# Compute a group's uniforms (and the CDF's block totals, `_two_level_cdf_parts`) into buffers
+# before searching? None: only on the CPU backend (`_uniforms`, `_in_a_buffer`).
 UNIFORMS_IN_A_BUFFER: bool | None = None
 
 
