@@ -232,3 +232,32 @@ def test_run_keys_equal_jax_random_key():
     big = engine.run_keys([2**31])  # beyond the direct path: jax.random.key itself
     np.testing.assert_array_equal(np.asarray(jax.random.key_data(big)),
                                   np.asarray(jax.random.key_data(jax.random.key(2**31)))[None])
+
+
+def test_runs_one_by_one_where_each_device_has_about_one_core(monkeypatch):
+    """The CPU default: one run after another when the runs are split over devices or the process
+    has one core, one vmapped batch on one device with several cores; the flag overrides both.
+    Either layout gives the batch's values to float32 rounding."""
+    from catsim.sim import devices
+
+    if jax.default_backend() != "cpu":
+        pytest.skip("the CPU default")
+    monkeypatch.setattr(devices.os, "sched_getaffinity", lambda pid: {0, 1})
+    assert devices.runs_one_by_one(object()) and not devices.runs_one_by_one(None)
+    monkeypatch.setattr(devices.os, "sched_getaffinity", lambda pid: {0})
+    assert devices.runs_one_by_one(None)
+    monkeypatch.setattr(devices, "RUNS_ONE_BY_ONE", False)
+    assert not devices.runs_one_by_one(object())
+
+    def fn(shared, x, scale):  # a reduction per run, as the engine's softmax has
+        return jnp.sum(jnp.exp(x * scale)) + shared, jax.nn.softmax(x * scale)
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(3, 5000)), jnp.float32)
+    scale = jnp.asarray([0.5, 1.0, 2.0], jnp.float32)
+    out = {}
+    for one_by_one in (False, True):
+        monkeypatch.setattr(devices, "RUNS_ONE_BY_ONE", one_by_one)
+        out[one_by_one] = jax.jit(devices.over_runs(fn, (None, 0, 0)))(1.0, x, scale)
+    for a, b in zip(out[False], out[True]):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5)
