@@ -208,7 +208,6 @@ def test_last_positive_from_the_block_totals_equals_the_pass_over_v(v):
     sparse p, p whose tail is zero (a whole block of zeros, a partial one, all but the first
     entry), all zeros, and one tiny positive entry (1e-30) among zeros."""
     rng = np.random.default_rng(v)
-    both = jax.jit(sampler._two_level_cdf_and_last_positive)
     parts = jax.jit(sampler._two_level_cdf_parts)
     cases = [rng.random(v), np.where(rng.random(v) < 0.9, 0.0, rng.random(v)), np.zeros(v)]
     for tail in sorted({0, 1, min(v, 31), min(v, 32), min(v, 33), v - 1}):
@@ -220,11 +219,10 @@ def test_last_positive_from_the_block_totals_equals_the_pass_over_v(v):
     cases.append(lone)
     for p in cases:
         p = jnp.asarray(p, jnp.float32)
-        cdf, last = both(p)
+        cdf, ends, last = parts(p)
         assert int(last) == int(sampler._last_positive(p)), np.flatnonzero(np.asarray(p))[-1:]
         np.testing.assert_array_equal(np.asarray(cdf), np.asarray(jax.jit(sampler.two_level_cdf)(p)))
         # the block ends the tree search gets from the totals' buffer: the CDF's own, bit for bit
-        _, ends, _ = parts(p)
         k = sampler.BLOCK_SIZE
         np.testing.assert_array_equal(np.asarray(ends), np.asarray(cdf).reshape(-1, k)[:, -1])
 

@@ -47,10 +47,10 @@ def over_runs(fn, in_axes, sharding=None):
     if not runs_one_by_one(sharding):
         return jax.vmap(fn, in_axes=in_axes)
 
+    batched = [i for i, axis in enumerate(in_axes) if axis == 0]
+
     @functools.wraps(fn)
     def mapped(*args):
-        batched = [i for i, axis in enumerate(in_axes) if axis == 0]
-
         def one(per_run):
             full = list(args)
             for i, value in zip(batched, per_run):
@@ -79,18 +79,9 @@ def run_sharding(num_runs: int):
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("runs"))
 
 
-def shard_runs(*arrays):
-    """Place arrays with a leading run axis R on `run_sharding(R)`, split along R (unchanged
-    where that is None)."""
-    spec = run_sharding(arrays[0].shape[0])
-    if spec is None:
-        return arrays
-    return tuple(jax.device_put(a, spec) for a in arrays)
-
-
 def use_cpu_cores(count: int | None = None) -> int:
-    """Expose `count` CPU cores (default: all of them) as JAX host devices, so that `shard_runs`
-    keeps every core busy (XLA's CPU backend runs one program on about one core).
+    """Expose `count` CPU cores (default: all of them) as JAX host devices, so that runs split by
+    `run_sharding` keep every core busy (XLA's CPU backend runs one program on about one core).
 
     Call it before JAX's first operation (the CLI's `sweep` and `simulate` do). It changes
     nothing when JAX is already running, when the user already set the host device count

@@ -5,7 +5,7 @@
     run(constants, key, gamma, learning_rate) -> Trajectory     one run: T steps, metrics every k
 
 whose batched form `make_batched_run(config)` = jit(vmap(run)) runs R runs at once (R = γ values ×
-seeds); its run axis may be sharded over devices (`shard_runs`). For long runs with a progress bar
+seeds); its run axis may be sharded over devices (`run_sharding`). For long runs with a progress bar
 the host loop calls the batched `chunk` of `make_chunked(config, records_per_chunk)` instead; the
 two agree to float32 rounding (different compiled programs may fuse differently). One step (paper App. J, §4):
 
@@ -41,10 +41,9 @@ from catsim.objectives import advantages, asymmetric, focal, losses
 from catsim.objectives.grad_clip import dual_threshold_clip
 from catsim.sim import metrics, policy, sampler
 from catsim.sim.config import SimConfig, UpdateConfig
-from catsim.sim.devices import (  # noqa: F401  (run_sharding, shard_runs, use_cpu_cores: engine API)
+from catsim.sim.devices import (  # noqa: F401  (run_sharding, use_cpu_cores: engine API)
     over_runs,
     run_sharding,
-    shard_runs,
     use_cpu_cores,
 )
 from catsim.sim.lean import lean_update, uses_lean_step
@@ -457,7 +456,7 @@ def run_keys(seeds, sharding=None) -> jax.Array:
             and all(0 <= s < 2**31 for s in seeds)):
         data = np.array([[0, s] for s in seeds], np.uint32)
         return jax.random.wrap_key_data(jax.device_put(data, sharding))
-    return jnp.stack([jax.random.key(s) for s in seeds])
+    return jax.device_put(jnp.stack([jax.random.key(s) for s in seeds]), sharding)
 
 
 # Largest group size whose runs `sweep.run_cell(shard=True)` splits over the host devices (None:

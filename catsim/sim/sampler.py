@@ -109,17 +109,7 @@ def two_level_cdf(p_V, block_size: int = BLOCK_SIZE):
     column, so they do not decrease; across blocks float32 rounding of the offsets can put a
     block's entries an ulp below the previous block's end (seen on policies with a wide spread
     of logits; not on the paper's). `running_max_of_blocks` removes such dips."""
-    return _two_level_cdf_and_last_positive(p_V, block_size)[0]
-
-
-def _two_level_cdf_and_last_positive(p_V, block_size: int = BLOCK_SIZE):
-    """(`two_level_cdf(p_V)`, `_last_positive(p_V)`): the last action with p > 0 found from the
-    block totals the CDF computes anyway (a block's total, a sum of non-negative numbers, is > 0
-    exactly when one of its entries is), then inside that block's row: O(V/K + K) instead of a
-    pass over V (the pass cost ≈ 50 µs per run and step at V = 128,000, a tenth of an N = 4096
-    step; same index)."""
-    cdf_V, _, last = _two_level_cdf_parts(p_V, block_size)
-    return cdf_V, last
+    return _two_level_cdf_parts(p_V, block_size)[0]
 
 
 def _two_level_cdf_parts(p_V, block_size: int = BLOCK_SIZE):
@@ -129,7 +119,12 @@ def _two_level_cdf_parts(p_V, block_size: int = BLOCK_SIZE):
     in a buffer of their own (`_in_a_buffer`): XLA's CPU backend would otherwise fuse the total's
     strided read of the K × K prefix sums (one cache line per block) into every consumer, and the
     tree search's running maximum has ≈ 12 of them (0.42 of a 2.9 ms step, 8 runs, N = 4096).
-    Same values: an end is the same sum `within + offset` either way."""
+    Same values: an end is the same sum `within + offset` either way.
+
+    The last action with p > 0 is found from the same totals (a block's total, a sum of
+    non-negative numbers, is > 0 exactly when one of its entries is), then inside that block's
+    row: O(V/K + K) instead of a pass over V (the pass cost ≈ 50 µs per run and step at
+    V = 128,000, a tenth of an N = 4096 step; same index)."""
     p_BxK = _blocks(p_V, block_size)
     within_BxK = _row_prefix_sums(p_BxK)
     total_B = _in_a_buffer(lambda: within_BxK[:, -1], within_BxK.shape[:1], p_V.dtype,

@@ -83,7 +83,7 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     `progress`: an object with `update(n)` (e.g. tqdm), advanced by run-steps done.
     `share_with`: the other N of the same job; a program shared between group sizes is used only
     when one of them needs it too (None: whenever possible). `shard`: split the runs over the
-    local devices (`engine.shard_runs`; only up to the program's N `engine.SHARD_MAX_GROUP_SIZE`
+    local devices (`engine.run_sharding`; only up to the program's N `engine.SHARD_MAX_GROUP_SIZE`
     when that is set), each device then running its runs one after another on the CPU
     (`devices.RUNS_ONE_BY_ONE`); results agree either way to float32 rounding (the programs fuse
     differently), which can move a run onto another sampling path: seed noise.
@@ -104,12 +104,9 @@ def run_cell(config: SimConfig, gammas: Sequence[float], seeds: Sequence[int], *
     program_n = engine.program_group_size(config) if shared else config.group_size
     limit = engine.SHARD_MAX_GROUP_SIZE
     split = shard and (limit is None or program_n <= limit)
-    sharding = engine.run_sharding(len(runs)) if split else None
+    sharding = engine.run_sharding(len(runs)) if split else None  # None: one device
     keys = engine.run_keys([s for _, s in runs], sharding)
-    if split:
-        keys, gamma_R, lr_R = engine.shard_runs(keys, gamma_R, lr_R)
-    else:
-        gamma_R, lr_R = jax.device_put((gamma_R, lr_R))
+    gamma_R, lr_R = jax.device_put((gamma_R, lr_R), sharding)
     init, chunk = engine.make_batched_chunked(config, per_chunk, shared_group_size=shared,
                                               sharding=sharding)
     extra = (np.int32(config.group_size),) if shared else ()
