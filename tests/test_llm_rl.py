@@ -261,3 +261,13 @@ def test_micro_batches_accumulate_to_the_mini_batch_update(tmp_path):
         for key in ("loss", "entropy", "kl", "clip_low_frac", "clip_high_frac"):
             np.testing.assert_allclose(outs[0][1][key], outs[1][1][key], rtol=2e-5, atol=1e-7, err_msg=key)
         assert float(outs[0][1]["loss"]) != 0.0
+
+
+def test_trainer_gives_exact_zero_to_groups_of_equal_graded_scores():
+    # graded scores that are not exact in binary (0.37 × 16 gave up to ±0.056 before the fix);
+    # the last group is active and must keep its signal
+    scores = np.array([[0.37] * 16, [0.7] * 16, [0.1] * 16, [1.0] * 8 + [0.0] * 8], np.float32)
+    for flat in ({}, {"adv_std": "population", "adv_eps": 0.0}, {"method": "dr_grpo"}):
+        adv, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=16, **flat), 0.0)
+        np.testing.assert_array_equal(adv[:3], 0.0)
+        assert np.all(np.abs(adv[3]) > 0.4)

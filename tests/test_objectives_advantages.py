@@ -1,9 +1,13 @@
 """catsim.objectives.advantages: hand-computed groups, counts vs explicit rewards, jit parity."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from catsim.errors import CatsimError
 from catsim.objectives import advantages as adv
@@ -143,3 +147,53 @@ def test_success_rate_rejects_rewards_outside_the_levels():
         adv.success_rate(jnp.array([1.0, float("nan")]))
     # inside jit the values cannot be inspected; in-range values work there
     assert float(jax.jit(adv.success_rate)(jnp.array([1.0, 0.0]))) == 0.5
+
+
+# ----------------------------------------------------------------------------- all-equal groups
+# A common reward that is not exact in binary (0.1, 0.37, 0.7, DAPO's overlong shaping) used to
+# leave R − mean(R) at ~1e-8 and the std as tiny: grpo(eps=0) gave ±1 to every rollout, the
+# trainer's float32 default (ε = 1e-6, sample std) up to ±0.106 (0.7 × 16 rollouts).
+_CONSTANT_VALUES = st.one_of(st.sampled_from([0.1, 0.37, 0.7, 1 / 3, -0.3]),
+                             st.floats(-2.0, 2.0, allow_nan=False, width=32))
+
+
+@functools.cache
+def _constant_group_programs(eps, ddof):
+    """One jitted vmapped program per (ε, ddof): rows of a [K, N] batch are the groups."""
+    return jax.jit(lambda r: (jax.vmap(functools.partial(adv.grpo, eps=eps, ddof=ddof))(r),
+                              jax.vmap(adv.mean_centred)(r)))
+
+
+@settings(max_examples=20)
+@given(values=st.lists(_CONSTANT_VALUES, min_size=8, max_size=8), n=st.sampled_from([3, 7, 16]),
+       dtype=st.sampled_from(["float32", "float64"]), eps=st.sampled_from([0.0, 1e-6]),
+       ddof=st.sampled_from([0, 1]))
+def test_constant_group_gets_exact_zero_advantage(values, n, dtype, eps, ddof):
+    with jax.enable_x64(dtype == "float64"):
+        rewards = jnp.broadcast_to(jnp.asarray(values, dtype)[:, None], (8, n))
+        for out in _constant_group_programs(eps, ddof)(rewards):
+            assert out.dtype == rewards.dtype
+            np.testing.assert_array_equal(np.asarray(out), np.zeros((8, n)))
+    # eager, unbatched (the public call as users write it)
+    np.testing.assert_array_equal(adv.grpo(jnp.full((n,), values[0], jnp.float32), eps=eps, ddof=ddof), 0.0)
+
+
+def test_constant_group_values_that_used_to_fail_and_a_barely_active_group():
+    # the three cases the defect report measured, float32
+    for value, n in ((0.1, 3), (0.37, 16), (0.7, 16)):
+        r = jnp.full((n,), value, jnp.float32)
+        np.testing.assert_array_equal(adv.grpo(r, eps=0.0), 0.0)
+        np.testing.assert_array_equal(adv.grpo(r, eps=1e-6, ddof=1), 0.0)
+    # one ulp of difference IS a (tiny) spread: the group is active and GRPO normalises it to ±1
+    r = jnp.array([0.7, 0.7, float(np.nextafter(np.float32(0.7), np.float32(1)))], jnp.float32)
+    assert bool(adv.is_active(r))
+    assert float(jnp.max(jnp.abs(adv.grpo(r, eps=0.0)))) > 0.5
+
+
+@pytest.mark.parametrize("normalise_std", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 1e-6])
+def test_binary_counts_of_an_inactive_group_are_both_zero(normalise_std, eps):
+    for x, n in ((0, 5), (5, 5), (0, 1), (1, 1)):
+        a_c, a_w = adv.binary_group_advantages(x, n, reward_correct=0.7, reward_wrong=0.1,
+                                               normalise_std=normalise_std, eps=eps)
+        assert (float(a_c), float(a_w)) == (0.0, 0.0)

@@ -81,10 +81,18 @@ def is_active(rewards_N):
 
 
 def mean_centred(rewards_N):
-    """r̃_j = R_j − R̄ (paper App. J; also Dr.GRPO's advantage). [N] -> [N]. Sums to zero."""
+    """r̃_j = R_j − R̄ (paper App. J; also Dr.GRPO's advantage). [N] -> [N]. Sums to zero.
+
+    An inactive group (max R = min R) gets exact zeros: R − mean(R) alone rounds to ~1e-8 when the
+    common reward is not exact in binary (0.1, 0.37, DAPO's overlong shaping), and dividing that
+    residue by an equally tiny std would give ±1 to every rollout of a group with no signal.
+    """
     v.check_rank("rewards_N", rewards_N, 1)
     rewards_N = jnp.asarray(rewards_N)
-    return rewards_N - jnp.mean(rewards_N)
+    centred = rewards_N - jnp.mean(rewards_N)
+    if rewards_N.shape[0] == 0:
+        return centred
+    return jnp.where(jnp.max(rewards_N) > jnp.min(rewards_N), centred, jnp.zeros_like(centred))
 
 
 def grpo(rewards_N, *, eps=1e-6, ddof=0):
@@ -110,7 +118,7 @@ def grpo(rewards_N, *, eps=1e-6, ddof=0):
         raise CatsimError("the sample std (ddof=1) needs a group of at least 2 rollouts")
     std = jnp.sqrt(jnp.sum(centred**2) / (n - ddof))
     denom = std + eps
-    # An inactive group has centred == 0 exactly; guard the 0/0 that ε = 0 would give.
+    # An inactive group has centred == 0 exactly (`mean_centred`); guard the 0/0 that ε = 0 gives.
     safe = jnp.where(denom > 0, denom, 1.0)
     return jnp.where(denom > 0, centred / safe, jnp.zeros_like(centred))
 
@@ -151,7 +159,8 @@ def binary_group_advantages(
     x = v.concrete_float(num_correct)
     if x is not None and n is not None and not (0 <= x <= n):
         raise CatsimError(f"num_correct must lie in [0, group_size={int(n)}], got {x}")
-    mu = jnp.asarray(num_correct, dtype=jnp.result_type(float)) / group_size
+    count = jnp.asarray(num_correct, dtype=jnp.result_type(float))
+    mu = count / group_size
     spread = reward_correct - reward_wrong
     a_correct = spread * (1.0 - mu)
     a_wrong = -spread * mu
@@ -161,7 +170,9 @@ def binary_group_advantages(
         safe = jnp.where(denom > 0, denom, 1.0)
         a_correct = jnp.where(denom > 0, a_correct / safe, 0.0)
         a_wrong = jnp.where(denom > 0, a_wrong / safe, 0.0)
-    return a_correct, a_wrong
+    # An inactive group (X = 0 or X = N) carries no signal: both are exactly 0 (like `mean_centred`).
+    active = (count > 0) & (count < group_size)
+    return jnp.where(active, a_correct, 0.0), jnp.where(active, a_wrong, 0.0)
 
 
 def batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False):
