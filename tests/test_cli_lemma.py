@@ -84,6 +84,13 @@ def test_verify_quick_passes_and_reports(capsys):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:1] == ["check"]
     assert "Lemma 3.1" in out and "FAIL" not in out
+    # the README states how many checks `catsim verify` runs: keep it true
+    import pathlib
+    import re
+
+    total = int(re.search(r"(\d+)/(\d+) checks passed", out).group(2))
+    readme = (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    assert f"`catsim verify` runs {total} " in readme
 
 
 def test_verify_exit_code_on_failure(monkeypatch, capsys):

@@ -77,13 +77,6 @@ def test_paired_subsample_test_full_sample_and_null():
         metrics.paired_subsample_test(n, a, b, k=9, m=8)
 
 
-def test_active_fraction_prediction():
-    np.testing.assert_allclose(metrics.active_fraction_prediction([0.0, 0.5, 1.0], 8), [0.0, 1 - 2 * 0.5**8, 0.0])
-    assert float(metrics.active_fraction_prediction(0.3, 1)) == 0.0
-    with pytest.raises(CatsimError):
-        metrics.active_fraction_prediction(1.5, 4)
-
-
 def test_passk_summary_and_retained_mass_and_ledger():
     s = ev.passk_summary([0, 4, 2], 4, [1, 4, 9])
     assert s["ks"] == [1, 4]  # k > n dropped

@@ -229,3 +229,15 @@ def test_bad_input_elsewhere():
         active_probability(3, 1.5)
     with pytest.raises(CatsimError):
         tail_miss_probability_jax(3, 0.6, 0.5)
+
+
+def test_active_fraction_prediction():
+    from catsim.theory import active_fraction_prediction
+
+    np.testing.assert_allclose(active_fraction_prediction([0.0, 0.5, 1.0], 8), [0.0, 1 - 2 * 0.5**8, 0.0])
+    assert float(active_fraction_prediction(0.3, 1)) == 0.0
+    # 1 − 0.1^4 − 0.9^4, by hand
+    assert float(active_fraction_prediction(0.1, 4)) == pytest.approx(1 - 1e-4 - 0.6561, rel=1e-14)
+    for bad in ((1.5, 4), (float("nan"), 4), (0.5, 0), (0.5, 2.5), (0.5, True)):
+        with pytest.raises(CatsimError):
+            active_fraction_prediction(*bad)

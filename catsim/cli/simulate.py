@@ -39,8 +39,8 @@ def register(subparsers) -> None:
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="progress bar on stderr (default: shown when stderr is a terminal)")
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
-                        help="split runs over all local devices for N <= 2048 (larger N run faster on "
-                             "one); same results (default: on)")
+                        help="split the runs over all local devices (every N; only when the device count "
+                             "divides the run count); results agree to float32 rounding (default: on)")
     parser.add_argument("--cpu-devices", type=int, default=None,
                         help="CPU cores to use as JAX devices; 1 = one device (default: all)")
     parser.add_argument("--save", default=None,

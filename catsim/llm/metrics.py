@@ -1,5 +1,6 @@
 """Evaluation statistics on per-prompt sample counts: the ONE pass@k estimator, bootstrap intervals,
-the paired m-out-of-n subsampling test, and the Lemma 3.1 active-group prediction.
+and the paired m-out-of-n subsampling test (Lemma 3.1's active-group prediction lives in
+`catsim.theory.active_fraction_prediction`).
 
 Shapes: `num_correct_P` is c_p, the number of correct samples among n drawn for prompt p.
 
@@ -11,7 +12,6 @@ Shapes: `num_correct_P` is c_p, the number of correct samples among n drawn for 
   each iteration draws m of the n samples of every prompt without replacement, independently for
   the two models, and recomputes mean pass@k; the number of correct samples in such a draw is
   hypergeometric(c, n − c, m), so no sample list is needed.
-- `active_fraction_prediction(μ, N)`: Lemma 3.1's Pr(active) = 1 − μ^N − (1 − μ)^N.
 - `passk_by_level(n, c, levels, ks)`: mean pass@k over the prompts of each difficulty level.
 - `steps_to_target(values, target, window)`: the first step whose trailing mean reaches a target
   (convergence speed from a per-step training curve).
@@ -28,7 +28,6 @@ __all__ = [
     "pass_at_k_curve",
     "bootstrap_interval",
     "paired_subsample_test",
-    "active_fraction_prediction",
     "passk_by_level",
     "steps_to_target",
 ]
@@ -132,21 +131,6 @@ def paired_subsample_test(n: int, correct_a_P, correct_b_P, *, k: int, m: int,
         "p_value": float(p_value),
         "n": int(n), "m": int(m), "k": int(k), "iterations": int(iterations),
     }
-
-
-def active_fraction_prediction(success_rate, group_size: int) -> np.ndarray:
-    """Lemma 3.1: Pr(a group of N rollouts is active) = 1 − μ^N − (1 − μ)^N, elementwise in μ.
-
-    A thin wrapper over `catsim.theory.tail_miss.active_probability` (the one implementation).
-    """
-    from catsim.theory.tail_miss import active_probability
-
-    if isinstance(group_size, bool) or int(group_size) != group_size or group_size < 1:
-        raise CatsimError(f"group size must be a whole number >= 1, got {group_size!r}")
-    mu = np.asarray(success_rate, np.float64)
-    if not np.all(np.isfinite(mu)):
-        raise CatsimError("success rates must lie in [0, 1]")
-    return np.asarray(active_probability(np.full(mu.shape, float(group_size)), mu))
 
 
 def passk_by_level(n: int, num_correct_P, levels_P, ks) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.llm.metrics import active_fraction_prediction
+from catsim.theory import active_fraction_prediction
 
 
 def _plt():

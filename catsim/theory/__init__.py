@@ -1,12 +1,14 @@
 """catsim.theory: closed forms of the paper's lemmas and propositions, and their SymPy derivations.
 
 Lemma 3.1 (tail-miss probability): `tail_miss_probability`, `active_probability`,
+`active_fraction_prediction` (Pr(active) by success rate: trainer, plots, advise),
 `tail_miss_probability_masses`, `tail_miss_probability_jax`, `tail_miss_peak`, `regime_boundaries`.
 Derivations of record: `catsim.theory.symbolic`.
 """
 
 from catsim.theory.tail_miss import (
     TailMissPeak,
+    active_fraction_prediction,
     active_probability,
     regime,
     regime_boundaries,
@@ -19,6 +21,7 @@ from catsim.theory.tail_miss import (
 
 __all__ = [
     "TailMissPeak",
+    "active_fraction_prediction",
     "active_probability",
     "regime",
     "regime_boundaries",

@@ -43,6 +43,7 @@ from catsim.errors import CatsimError
 
 __all__ = [
     "TailMissPeak",
+    "active_fraction_prediction",
     "active_probability",
     "regime",
     "regime_boundaries",
@@ -253,6 +254,21 @@ def active_probability(n: Any, mu_pos: Any) -> np.ndarray | float:
     with np.errstate(under="ignore"):
         q = np.minimum(mu_pos, 1.0 - mu_pos)
         return _scalar_or_array(_active_bracket(np, n, q))
+
+
+def active_fraction_prediction(success_rate: Any, group_size: int) -> np.ndarray:
+    """Pr(active) of Lemma 3.1 as the trainer, the plots and advise read it: the expected share of
+    active groups of N rollouts at success rate μ, 1 − μ^N − (1 − μ)^N, elementwise in μ.
+
+    `active_probability` with the success rate first and a whole-number group size; always an
+    array (float64, the shape of `success_rate`).
+    """
+    if isinstance(group_size, bool) or int(group_size) != group_size or group_size < 1:
+        raise CatsimError(f"group size must be a whole number >= 1, got {group_size!r}")
+    mu = np.asarray(success_rate, np.float64)
+    if not np.all(np.isfinite(mu)):
+        raise CatsimError("success rates must lie in [0, 1]")
+    return np.asarray(active_probability(np.full(mu.shape, float(group_size)), mu))
 
 
 # --------------------------------------------------------------------------------------------

@@ -50,7 +50,6 @@ import numpy as np
 from catsim import signals
 from catsim.errors import CatsimError
 from catsim.llm import rundir, safeguards
-from catsim.llm.metrics import active_fraction_prediction
 from catsim.llm.model.sharding import barrier, shard_batch, to_host
 from catsim.llm.rl.asym import asymmetric_batch
 from catsim.llm.rl.config import RLConfig
@@ -73,6 +72,7 @@ from catsim.llm.rl.step import (
 )
 from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
 from catsim.llm.tasks.base import take_unscored
+from catsim.theory import active_fraction_prediction
 
 STATE_FILE = "rl_state"  # directory of orbax checkpoints <step>/
 LOG_FILE = "rl_log.jsonl"
