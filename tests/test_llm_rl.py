@@ -271,3 +271,31 @@ def test_trainer_gives_exact_zero_to_groups_of_equal_graded_scores():
         adv, _, _ = compute_advantages(scores, RLConfig.from_flat(group_size=16, **flat), 0.0)
         np.testing.assert_array_equal(adv[:3], 0.0)
         assert np.all(np.abs(adv[3]) > 0.4)
+
+
+def test_trainer_loss_options_dual_clip_and_bias_corrected_kl():
+    from catsim.objectives import losses
+
+    # one sequence of 3 tokens, ρ = (4, 1, 1), A = −1, π_ref ≠ π
+    logp = jnp.log(jnp.array([[0.8, 0.5, 0.4]]))
+    old = jnp.log(jnp.array([[0.2, 0.5, 0.4]]))
+    ref = jnp.log(jnp.array([[0.4, 0.25, 0.4]]))
+    adv, mask = -jnp.ones((1, 3)), jnp.ones((1, 3))
+    base = RLConfig.from_flat(kl_coef=0.1)
+    spec = base.method_spec()
+    plain, _ = policy_loss(logp, old, adv, mask, spec, base, ref_logp=ref)
+    dual_cfg = RLConfig.from_flat(kl_coef=0.1, clip_ratio_c=3.0)
+    dual, _ = policy_loss(logp, old, adv, mask, spec, dual_cfg, ref_logp=ref)
+    # the dual clip lowers only the first token's policy term: 4 → 3, so the token mean drops by 1/3
+    assert float(plain - dual) == pytest.approx(1 / 3, rel=1e-5)
+    bc_cfg = RLConfig.from_flat(kl_coef=0.1, kl_bias_correction=True)
+    bc, _ = policy_loss(logp, old, adv, mask, spec, bc_cfg, ref_logp=ref)
+    k3 = losses.kl_k3(logp, ref)[0]
+    # only the first token is off-policy: its KL term gains the factor ρ = 4
+    assert float(bc - plain) == pytest.approx(float(0.1 * 3 * k3[0] / 3), rel=1e-5)
+    with pytest.raises(CatsimError, match="clip_ratio_c"):
+        RLConfig.from_flat(method="cispo", clip_ratio_c=3.0)
+    with pytest.raises(CatsimError, match="clip_ratio_c"):
+        RLConfig.from_flat(clip_ratio_c=1.0)
+    with pytest.raises(CatsimError, match="k3"):
+        RLConfig.from_flat(kl_bias_correction=True, kl_estimator="k1")

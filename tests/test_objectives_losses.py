@@ -1,6 +1,8 @@
 """catsim.objectives.losses: gradients on a 6-action softmax vs hand derivations, clipping at the
 bounds, KL estimators, aggregation, jit parity."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -311,3 +313,34 @@ def test_clipped_losses_match_numpy_reference_on_random_tokens():
         w = np.clip(ratio, 0.0, 6.0)
         got = jax.grad(lambda lp: jnp.sum(L.cispo_loss(lp, args[1], args[2])))(args[0])
         np.testing.assert_allclose(got, -w * a, rtol=1e-12, atol=1e-15)
+
+
+def test_ppo_dual_clip_hand_computed():
+    # ρ = 4, 2, 0.5 with A = −1, and ρ = 4 with A = +1; ε = 0.2, c = 3 (verl's clip_ratio_c)
+    ratio = jnp.array([4.0, 2.0, 0.5, 4.0])
+    adv = jnp.array([-1.0, -1.0, -1.0, 1.0])
+    logp, old = jnp.log(ratio), jnp.zeros(4)
+    plain = L.ppo_clip_loss(logp, old, adv)
+    # −min(ρA, clip(ρ)A): 4, 2, 0.8 (clip 0.8 binds), −1.2 (clip 1.2 binds)
+    np.testing.assert_allclose(plain, [4.0, 2.0, 0.8, -1.2], rtol=1e-6)
+    dual = L.ppo_clip_loss(logp, old, adv, clip_ratio_c=3.0)
+    np.testing.assert_allclose(dual, [3.0, 2.0, 0.8, -1.2], rtol=1e-6)  # only ρ > c with A < 0 moves
+    grad = jax.grad(lambda lp: jnp.sum(L.ppo_clip_loss(lp, old, adv, clip_ratio_c=3.0)))(logp)
+    np.testing.assert_allclose(grad, [0.0, 2.0, 0.0, 0.0], atol=1e-6)  # −A·ρ where unclipped
+    np.testing.assert_allclose(L.dapo_clip_loss(logp, old, adv, clip_ratio_c=3.0)[0], 3.0, rtol=1e-6)
+    for bad in (1.0, 0.5, float("nan")):
+        with pytest.raises(CatsimError, match="clip_ratio_c"):
+            L.ppo_clip_loss(logp, old, adv, clip_ratio_c=bad)
+
+
+def test_bias_corrected_kl_hand_computed():
+    # π = 0.5, π_old = 0.25 (ρ = 2), π_ref = 0.25: k3 = 0.5 − ln 0.5 − 1 = ln 2 − 0.5
+    logp, old, ref = jnp.log(jnp.array([0.5])), jnp.log(jnp.array([0.25])), jnp.log(jnp.array([0.25]))
+    k3 = math.log(2) - 0.5
+    np.testing.assert_allclose(L.kl_k3(logp, ref), [k3], rtol=1e-6)
+    np.testing.assert_allclose(L.kl_k3_bias_corrected(logp, old, ref), [2 * k3], rtol=1e-6)
+    # TRL does not detach the ratio: d(ρ·k3)/dlogπ = ρ·k3 + ρ·(1 − π_ref/π) = 2k3 + 2·0.5
+    grad = jax.grad(lambda lp: jnp.sum(L.kl_k3_bias_corrected(lp, old, ref)))(logp)
+    np.testing.assert_allclose(grad, [2 * k3 + 1.0], rtol=1e-6)
+    # on-policy (π_old = π) the value is plain k3
+    np.testing.assert_allclose(L.kl_k3_bias_corrected(logp, logp, ref), [k3], rtol=1e-6)

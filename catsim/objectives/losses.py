@@ -40,6 +40,7 @@ __all__ = [
     "cispo_clip_fraction",
     "kl_k1",
     "kl_k3",
+    "kl_k3_bias_corrected",
     "categorical_kl",
     "entropy",
     "token_mean",
@@ -94,24 +95,42 @@ def reinforce_loss(logp, advantages):
     return -jax.lax.stop_gradient(advantages) * logp
 
 
-def ppo_clip_loss(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.2):
+def ppo_clip_loss(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.2, clip_ratio_c=None):
     """PPO/GRPO clipped surrogate −min(ρA, clip(ρ, 1−ε_low, 1+ε_high)·A), ρ = π/π_old (App. B).
 
     GRPO uses ε_low = ε_high = 0.2; DAPO's clip-higher uses (0.2, 0.28) (`dapo_clip_loss`).
     At ρ = 1 (first PPO epoch, on-policy) the value and gradient equal `reinforce_loss`'s.
+
+    `clip_ratio_c` = c > 1 switches on the dual clip (Ye et al. 2020, "Mastering Complex Control
+    in MOBA Games"; verl's `clip_ratio_c`, default 3 there): for A < 0 the loss is bounded by −c·A,
+    min(−c·A, −min(ρA, clip(ρ)A)), so a token with a huge ratio and a negative advantage cannot
+    dominate the batch (its gradient is zero beyond ρ > c). None (the default) = off, as in TRL.
     """
     v.check_same_shape(logp=logp, old_logp=old_logp, advantages=advantages)
     v.check_nonnegative("clip_low", clip_low)
     v.check_nonnegative("clip_high", clip_high)
+    check_clip_ratio_c(clip_ratio_c)
     adv = jax.lax.stop_gradient(advantages)
     ratio = jnp.exp(logp - jax.lax.stop_gradient(old_logp))
     clipped = jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high)
-    return -jnp.minimum(ratio * adv, clipped * adv)
+    loss = -jnp.minimum(ratio * adv, clipped * adv)
+    if clip_ratio_c is None:
+        return loss
+    return jnp.where(adv < 0, jnp.minimum(-clip_ratio_c * adv, loss), loss)
 
 
-def dapo_clip_loss(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.28):
+def check_clip_ratio_c(clip_ratio_c) -> None:
+    """The dual clip's c is None (off) or a number > 1 (verl asserts the same)."""
+    if clip_ratio_c is not None:
+        c = v.concrete_float(clip_ratio_c)
+        if c is not None and not c > 1.0:
+            raise CatsimError(f"clip_ratio_c (the dual clip's c) must be > 1, got {clip_ratio_c}")
+
+
+def dapo_clip_loss(logp, old_logp, advantages, *, clip_low=0.2, clip_high=0.28, clip_ratio_c=None):
     """DAPO clip-higher: `ppo_clip_loss` with the decoupled bounds (0.2, 0.28) (Yu et al. 2025)."""
-    return ppo_clip_loss(logp, old_logp, advantages, clip_low=clip_low, clip_high=clip_high)
+    return ppo_clip_loss(logp, old_logp, advantages, clip_low=clip_low, clip_high=clip_high,
+                         clip_ratio_c=clip_ratio_c)
 
 
 def cispo_loss(logp, old_logp, advantages, *, clip_low=1.0, clip_high=5.0):
@@ -166,6 +185,14 @@ def kl_k3(logp, ref_logp):
     v.check_same_shape(logp=logp, ref_logp=ref_logp)
     log_ratio = jax.lax.stop_gradient(ref_logp) - logp
     return jnp.expm1(log_ratio) - log_ratio
+
+
+def kl_k3_bias_corrected(logp, old_logp, ref_logp):
+    """k3 times the importance ratio ρ = π/π_old: the KL estimate of tokens sampled from π_old
+    (DeepSeek-V3.2 §"unbiased KL estimate"; TRL's `use_bias_correction_kl`). ρ is NOT held
+    constant, as in TRL, so the gradient is ∇(ρ·k3). Equals `kl_k3` on-policy in value (ρ = 1)."""
+    v.check_same_shape(logp=logp, old_logp=old_logp, ref_logp=ref_logp)
+    return kl_k3(logp, ref_logp) * jnp.exp(logp - jax.lax.stop_gradient(old_logp))
 
 
 def categorical_kl(logits, ref_logits):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from catsim.errors import CatsimError
 from catsim.objectives import _validate as v
-from catsim.objectives import asymmetric, focal
+from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives.asymmetric import AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
 from catsim.objectives.grad_clip import dual_threshold_clip
@@ -74,6 +74,8 @@ class ObjectiveConfig:
     max_sampling_rounds: int = 4  # dynamic sampling: most prompt batches drawn per step
     kl_coef: float = 0.0  # β of the KL penalty to the frozen base model (paper: 0)
     kl_estimator: str = "k3"  # "k1" or "k3"
+    kl_bias_correction: bool = False  # k3 × the ratio π/π_old (TRL's use_bias_correction_kl, DeepSeek-V3.2)
+    clip_ratio_c: float | None = None  # PPO dual clip c > 1: for A < 0 the loss is at most −c·A (verl: 3)
     entropy_coef: float = 0.0  # entropy bonus coefficient
     reward_correct: float = 1.0  # Rc: reward of a verifier score of 1
     reward_wrong: float = 0.0  # Rw: reward of a score of 0 (graded scores map linearly)
@@ -92,21 +94,21 @@ class ObjectiveConfig:
     def __post_init__(self) -> None:
         _count("max_sampling_rounds", self.max_sampling_rounds, 1)
         if self.logprob_temperature not in LOGPROB_TEMPERATURES:
-            raise CatsimError(f"logprob_temperature must be one of {', '.join(LOGPROB_TEMPERATURES)}, "
-                              f"got {self.logprob_temperature!r}")
+            raise CatsimError(f"logprob_temperature must be one of {', '.join(LOGPROB_TEMPERATURES)}, got "
+                              f"{self.logprob_temperature!r}")
         for name in ("kl_coef", "entropy_coef", "adv_eps", "overlong_penalty"):
             v.check_nonnegative(name, getattr(self, name))
         v.check_in_closed("overlong_buffer", self.overlong_buffer, 0.0, 1.0)
         if self.adv_std not in ADV_STDS:
             raise CatsimError(f"adv_std must be one of {', '.join(ADV_STDS)}, got {self.adv_std!r}")
         if self.aggregation not in (None, *AGGREGATIONS):
-            raise CatsimError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, "
-                              f"got {self.aggregation!r}")
+            raise CatsimError(f"aggregation must be one of {', '.join(AGGREGATIONS)}, got {self.aggregation!r}")
         for name in ("clip_low", "clip_high"):
-            if getattr(self, name) is not None:
-                v.check_nonnegative(name, getattr(self, name))
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise CatsimError(f"kl_estimator must be 'k1' or 'k3', got {self.kl_estimator!r}")
+            v.check_nonnegative(name, 0.0 if getattr(self, name) is None else getattr(self, name))
+        if self.kl_estimator not in KL_ESTIMATORS or (self.kl_bias_correction and self.kl_estimator != "k3"):
+            raise CatsimError(f"kl_estimator must be 'k1' or 'k3' (k3 with kl_bias_correction, as TRL), "
+                              f"got {self.kl_estimator!r}")
+        losses.check_clip_ratio_c(self.clip_ratio_c)
         if not self.reward_correct > self.reward_wrong:
             raise CatsimError("reward_correct must exceed reward_wrong")
 
@@ -254,6 +256,8 @@ class RLConfig:
                               f"of {self.mini_batch} rollouts")
         if self.temperature_plan() != "constant":
             self.rollout_temperature(0)  # validates τ_min ≤ τ_max and the fraction
+        if self.objective.clip_ratio_c is not None and self.method_spec().surrogate == "cispo":
+            raise CatsimError("clip_ratio_c (the PPO dual clip) needs a clipped-ratio surrogate, not cispo")
         if self.use("dual_clip"):
             dual_threshold_clip(opt.grad_clip, opt.dual_clip_lower, opt.dual_clip_amplification)
 
@@ -426,6 +430,8 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "max_sampling_rounds": ("objective", "max_sampling_rounds", "dynamic sampling: most prompt batches per step"),
     "kl_coef": ("objective", "kl_coef", "β of the KL penalty to the base model (paper 0)"),
     "kl_estimator": ("objective", "kl_estimator", "KL estimator of the penalty"),
+    "kl_bias_correction": ("objective", "kl_bias_correction", "KL penalty k3 × π/π_old (TRL use_bias_correction_kl)"),
+    "clip_ratio_c": ("objective", "clip_ratio_c", "PPO dual clip c > 1: loss ≤ −c·A for A < 0 (verl 3) (default: off)"),
     "entropy_coef": ("objective", "entropy_coef", "entropy bonus coefficient"),
     "reward_correct": ("objective", "reward_correct", "Rc: reward of a verifier score of 1"),
     "reward_wrong": ("objective", "reward_wrong", "Rw: reward of a verifier score of 0 (may be < 0)"),

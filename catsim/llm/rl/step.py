@@ -226,12 +226,16 @@ def policy_loss(logp, old_logp, adv, loss_mask, spec: Method, cfg: RLConfig, ent
     """
     o = cfg.objective
     surrogate = losses.SURROGATES[spec.surrogate]
-    per_token = surrogate(logp, old_logp, adv, clip_low=spec.clip_low, clip_high=spec.clip_high)
+    dual = {} if o.clip_ratio_c is None else {"clip_ratio_c": o.clip_ratio_c}  # verl's dual clip
+    per_token = surrogate(logp, old_logp, adv, clip_low=spec.clip_low, clip_high=spec.clip_high, **dual)
     metrics = {}
     if ref_logp is not None:
-        kl_fn = losses.kl_k3 if o.kl_estimator == "k3" else losses.kl_k1
+        if o.kl_bias_correction:  # TRL's use_bias_correction_kl: k3 × π/π_old
+            kl_term = losses.kl_k3_bias_corrected(logp, old_logp, ref_logp)
+        else:
+            kl_term = (losses.kl_k3 if o.kl_estimator == "k3" else losses.kl_k1)(logp, ref_logp)
         if o.kl_coef > 0:
-            per_token = per_token + o.kl_coef * kl_fn(logp, ref_logp)
+            per_token = per_token + o.kl_coef * kl_term
         metrics["kl"] = losses.token_mean(losses.kl_k3(logp, ref_logp), loss_mask)
     if entropy is not None:
         if o.entropy_coef > 0:
