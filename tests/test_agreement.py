@@ -147,6 +147,7 @@ def test_theory_published_rules():
         agreement.standard_error(1.0, math.sqrt(p * (1 - p) / 300), "x").tolerance)
 
 
+@pytest.mark.published
 def test_published_theory_reference_holds_the_readme_numbers():
     ref = agreement.load_reference(REPO / "figures" / "reference" / "theory.json")
     lemma = ref["lemma"]
@@ -165,6 +166,7 @@ def test_published_theory_reference_holds_the_readme_numbers():
     assert [round(100 * s, 1) for s in shares] == [97.7, 100.0, 93.0]  # docs/theory.md
 
 
+@pytest.mark.published
 def test_lemma_numbers_agree_with_the_published_reference():
     ref = agreement.load_reference(REPO / "figures" / "reference" / "theory.json")["lemma"]
     rows = compare(ref, src.lemma_values())

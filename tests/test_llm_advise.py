@@ -31,7 +31,7 @@ def test_study_writes_results_and_figure(study):
     assert again["runs"] == results["runs"]
 
 
-def test_advise_cli_table_json_and_figure(study, tmp_path, capsys):
+def test_advise_cli_table_json_and_figure(study, tmp_path, capsys, monkeypatch):
     base = study / "base"
     fig = tmp_path / "risk.png"
     args = ["llm", "advise", "--model", str(base), "--task", "paths", "--n", "8", "--prompts", "6", "--group-sizes", "2,4,8",
@@ -44,6 +44,12 @@ def test_advise_cli_table_json_and_figure(study, tmp_path, capsys):
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "prompts x 8 samples" in text and out["reasoning"][:40] in text
+    assert "active (all)" in text and None not in out["active_share"]
+    # a JSON run writes no figure unless --figure is given
+    monkeypatch.chdir(tmp_path)
+    assert main(args[:-2] + ["--format", "json"]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "advise_risk.png").exists()
 
 
 @pytest.mark.parametrize("extra, message", [

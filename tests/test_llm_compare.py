@@ -145,6 +145,7 @@ def test_paired_tests_pair_asym_grpo_with_grpo():
     assert asym["delta"] == pytest.approx(((1 - 0) + (6 - 2)) / 8 / 4)  # pass@1 = c/n, mean over 4 prompts
 
 
+@pytest.mark.published
 def test_published_comparison_is_what_the_code_computes():
     """figures/asym-grpo holds the CPU-scale comparison (`catsim llm compare --out runs/asym-compare
     --publish figures/asym-grpo`, docs/asymmetric-grpo.md §10). Its numbers are recomputed here

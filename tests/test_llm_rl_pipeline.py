@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from catsim.cli.main import main
 from catsim.experiments.llm_pipeline import PipelineConfig
 from catsim.llm.tasks import make_task
@@ -71,6 +73,7 @@ def test_published_results_rerender_without_run_directories(tmp_path):
             assert (tmp_path / name / png).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.published
 def test_published_default_report_is_the_rendering_of_its_results():
     """figures/llm-rl/report.md is exactly what `render_report` makes of the recorded results.json,
     and every table row of the default run quoted in docs/llm-rl.md is a row of that report."""

@@ -59,6 +59,7 @@ def _subset_mass_change(p, dz, subset):
     return p[subset].dot(dz[subset]) - p[subset].sum() * p.dot(dz)
 
 
+@pytest.mark.published
 def test_theory_worked_example_log_prob_rule():
     # p = (.4,.1,.1 | .2,.1,.1), P = {0,1,2}, draws (0,0,3,4), GRPO A = (1,1,−1,−1):
     # ΔQpos = +0.125η, ΔQu,pos = −0.025η (THEORY.md §2 worked example).
@@ -76,6 +77,7 @@ def test_theory_worked_example_log_prob_rule():
     assert _subset_mass_change(p, dz, [1, 2]) == pytest.approx(-0.025, abs=1e-12)
 
 
+@pytest.mark.published
 def test_theory_worked_example_paper_eq5():
     # Paper eq. 5 on distinct sets A={0}, B={3,4}, Rc=1, Rw=0 (SR = 0.4), N = 4:
     # ΔQpos = +0.0124η, ΔQu,pos = −0.0052η.

@@ -142,6 +142,7 @@ def test_cli_flags_build_the_update():
         config_from_args(parser.parse_args(["--dual-clip", "-1"]))
 
 
+@pytest.mark.published
 def test_published_asym_grpo_cell_n32():
     """Regression for docs/asymmetric-grpo.md "On the Qpos/Mret-vs-N picture": asym-GRPO at
     N = 32 (paper scenario, V = 128,000, 1000 steps, seed 0) ends at Qpos 0.9511, Mret 0.1454,

@@ -14,6 +14,8 @@ import pytest
 from catsim.sim import config as C
 from catsim.sim import sweep as S
 
+pytestmark = pytest.mark.published
+
 # docs/simulator.md, "BroRL's Fig. 3 set-up": N -> (Qpos, share_rose, worst_drop, Mret).
 DOCUMENTED = {
     4: (0.6013, 0.120, 6.7e-05, 0.9505),

@@ -48,6 +48,7 @@ def test_symbolic_check_can_fail():
 # ---- published worked example (THEORY.md §2) --------------------------------------------------
 
 
+@pytest.mark.published
 @pytest.mark.parametrize("rule", ["logprob", "paper"])
 def test_worked_example_published_values(rule):
     eta = 1e-3
@@ -59,6 +60,7 @@ def test_worked_example_published_values(rule):
     assert r.dqpos_exact > 0 > r.dqupos_exact
 
 
+@pytest.mark.published
 def test_worked_example_closed_forms_exact_digits():
     r = checks.worked_example("logprob", 1.0)
     assert r.closed_form["grpo_special_case"]["dqpos"] == pytest.approx(0.125, rel=1e-14)

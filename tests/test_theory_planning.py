@@ -108,10 +108,34 @@ def test_advise_recommendation_and_json():
 
 
 def test_advise_without_rare_answers_says_so():
-    labels = np.full((5, 10), "a")
-    advice = planning.advise(labels, np.ones((5, 10), bool), [2, 8], n_boot=5)
-    assert not advice.has_rare.any() and advice.recommended_gamma == 0.0
-    assert "no loss" in advice.reasoning
+    # half the samples correct, all with the same answer "a": no rare subset; Pr(active) at N = 2 is
+    # 1 − 2·0.5² = 0.5, enough signal, so the smallest N is advised
+    labels = np.where(np.arange(10) % 2 == 0, "a", "b")[None, :].repeat(5, axis=0)
+    advice = planning.advise(labels, labels == "a", [2, 8], n_boot=5)
+    assert not advice.has_rare.any() and advice.recommended_gamma == 0.0 and not advice.too_weak
+    assert "no loss" in advice.reasoning and advice.recommended_n == 2
+    np.testing.assert_allclose(advice.active_share, [0.5, 1 - 2 * 0.5**8])
+
+
+def test_advise_with_inactive_groups_weighs_activity():
+    # μ̂ = 1/64 on every prompt (one correct sample, always the same answer): no rare subset, and
+    # Pr(active) = 1 − μ^N − (1 − μ)^N is 0.031 at N = 2, 0.22 at N = 16, 0.63 at N = 64
+    labels = np.where(np.arange(64) == 0, "a", "b")[None, :].repeat(4, axis=0)
+    ok = labels == "a"
+    mu = 1 / 64
+    expect = [1 - mu**n - (1 - mu) ** n for n in (2, 16, 64)]
+    advice = planning.advise(labels, ok, [2, 16], n_boot=5)
+    np.testing.assert_allclose(advice.active_share, expect[:2], rtol=1e-12)
+    assert advice.too_weak and "too weak" in advice.reasoning and advice.recommended_n == 16
+    js = advice.to_json()
+    assert js["too_weak_for_rl"] is True and None not in js["active_share"]
+    # with N = 64 on the list, most groups are active there: that N is advised, not N = 2
+    advice = planning.advise(labels, ok, [2, 16, 64], n_boot=5)
+    assert not advice.too_weak and advice.recommended_n == 64
+    np.testing.assert_allclose(advice.active_share, expect, rtol=1e-12)
+    # a model that solves everything gives no signal either
+    advice = planning.advise(labels, np.ones_like(ok), [2, 16], n_boot=5)
+    assert advice.too_weak and "too strong" in advice.reasoning
 
 
 def test_expected_focal_weight_by_hand_and_monte_carlo():

@@ -101,6 +101,7 @@ PUBLISHED_ARGMAX = [
 ]  # fmt: skip
 
 
+@pytest.mark.published
 @pytest.mark.parametrize("tau,mu,expected", PUBLISHED_ARGMAX)
 def test_published_integer_argmax(tau, mu, expected):
     peak = tail_miss_peak(tau, mu)
@@ -116,6 +117,7 @@ def _simulation_point():
     return math.exp(3) / z, (math.exp(5) + 9999 * math.exp(3)) / z
 
 
+@pytest.mark.published
 def test_published_simulation_point():
     tau, mu = _simulation_point()
     assert tau == pytest.approx(6.3e-5, rel=0.01) and mu == pytest.approx(0.63, rel=0.01)

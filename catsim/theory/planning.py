@@ -222,6 +222,8 @@ class Advice:
     concentration_share: np.ndarray  # [K] share of prompts with a rare subset in the concentration regime
     median_steps_to_rare: np.ndarray  # [K] median over prompts of steps_to_rare
     mean_active: np.ndarray  # [K] mean over prompts with a rare subset of Pr(group active)
+    active_share: np.ndarray  # [K] mean over ALL prompts of Pr(group active): the share of groups with signal
+    too_weak: bool  # even the largest N leaves most groups inactive: RL would barely move
     focal_weights: dict  # {γ: [P, K] E[(1 − X/N)^γ | active]}
     recommended_n: int
     recommended_gamma: float
@@ -241,7 +243,8 @@ class Advice:
             "mean_risk": clean(self.mean_risk), "mean_risk_lo": clean(self.mean_risk_lo),
             "mean_risk_hi": clean(self.mean_risk_hi), "concentration_share": clean(self.concentration_share),
             "median_steps_to_rare": clean(self.median_steps_to_rare),
-            "mean_active": clean(self.mean_active),
+            "mean_active": clean(self.mean_active), "active_share": clean(self.active_share),
+            "too_weak_for_rl": self.too_weak,
             "focal_weights": {f"{g:g}": clean(w) for g, w in self.focal_weights.items()},
             "recommended_n": self.recommended_n, "recommended_gamma": self.recommended_gamma,
             "reasoning": self.reasoning,
@@ -256,7 +259,7 @@ def _nanmean_rows(a: np.ndarray) -> np.ndarray:
 
 def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRule = RareRule(),
            n_boot: int = 200, seed: int = 0, gammas: Sequence[float] = (0.5, 1.0),
-           target_risk: float = 0.1, level: float = 0.5) -> Advice:
+           target_risk: float = 0.1, level: float = 0.5, min_active: float = 0.5) -> Advice:
     """Per prompt and candidate N: Lemma 3.1 risk with a bootstrap band; per N: the mean risk, the
     concentration share, the median visits to a first rare sample in an active group and F-GRPO's
     expected focal weight; and a recommendation.
@@ -265,7 +268,10 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
     learning signal), so only N at or above the peak of the mean risk count. Among those, the
     smallest N whose mean risk (upper 95 % bootstrap bound) is at most `target_risk`, with plain
     GRPO; if none is, the largest candidate N with F-GRPO, at the smaller γ when most of the
-    prompts there are in the concentration regime and the larger one otherwise.
+    prompts there are in the concentration regime and the larger one otherwise. Every recommended N
+    must also leave at least `min_active` of the groups active on average over all prompts
+    (Pr(active) = 1 − μ̂^N − (1 − μ̂)^N, which needs only μ̂); when even the largest candidate does
+    not, the model is reported too weak (or too strong) for RL at these N.
     """
     ns = np.asarray(list(group_sizes), np.float64)
     if ns.size == 0 or np.any(ns < 1) or np.any(ns != np.floor(ns)) or np.any(ns > 2**31):
@@ -300,21 +306,33 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
     weights = {float(g): expected_focal_weight(mu, ns, g) for g in gammas}
     active = np.asarray(active_probability(ns[None, :], np.clip(mu[:, None], 0.0, 1.0)), np.float64)
     mean_active = active[has_rare].mean(axis=0) if np.any(has_rare) else np.full(ns.size, np.nan)
+    active_share = active.mean(axis=0)
+    busy = active_share >= min_active
 
     n_rare = int(has_rare.sum())
-    if n_rare == 0:
-        rec_n, rec_gamma = int(ns.min()), 0.0
+    too_weak = not bool(busy[-1])
+    if too_weak:
+        rec_n, rec_gamma = int(ns[-1]), 0.0
+        side = "wrong" if np.mean(mu) < 0.5 else "correct"
+        reasoning = (f"The model is too {'weak' if side == 'wrong' else 'strong'} for RL at these group sizes: "
+                     f"mean μ̂ = {np.mean(mu):.3f} over {mu.size} prompts, so even at the largest candidate "
+                     f"N = {rec_n} only {active_share[-1]:.0%} of the groups are expected to be active "
+                     f"(Lemma 3.1, 1 − μ̂^N − (1 − μ̂)^N; below {min_active:.0%}); the others are all {side} and "
+                     f"carry no learning signal. Train the warm-up further (or take a larger N) before RL.")
+    elif n_rare == 0:
+        rec_n, rec_gamma = int(ns[np.argmax(busy)]), 0.0
         reasoning = (f"None of the {mu.size} prompts showed a rare correct answer under rule {rule} in "
                      f"{n_samples} samples each, so Lemma 3.1 predicts no loss of rare solutions at any "
-                     f"group size: take the smallest candidate N = {rec_n} and plain GRPO (γ = 0). More "
-                     f"samples per prompt (--n) can reveal rarer answers.")
+                     f"group size. The smallest candidate N that keeps at least {min_active:.0%} of the groups "
+                     f"active is N = {rec_n} ({active_share[np.argmax(busy)]:.0%} expected active): take it with "
+                     f"plain GRPO (γ = 0). More samples per prompt (--n) can reveal rarer answers.")
     else:
         peak = int(np.nanargmax(mean_risk))
         head = (f"{n_rare} of {mu.size} prompts have a rare correct subset (rule {rule}; mean "
                 f"τ̂ = {np.mean(tau[has_rare]):.3g}, mean μ̂ = {np.mean(mu[has_rare]):.3g}). Their mean Lemma 3.1 "
                 f"risk peaks at N = {int(ns[peak])} ({mean_risk[peak]:.3f}); below that N it is low only "
                 f"because groups are rarely active (no learning signal). ")
-        fine = [k for k in range(peak, ns.size) if mean_hi[k] <= target_risk]
+        fine = [k for k in range(peak, ns.size) if mean_hi[k] <= target_risk and busy[k]]
         if fine:
             k = fine[0]
             rec_n, rec_gamma = int(ns[k]), 0.0
@@ -336,5 +354,5 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
                                 f"active groups {g:.2f}), so that prompts the policy already solves pull less "
                                 f"mass from their rare answers.")
     return Advice(ns.astype(np.int64), str(rule), n_samples, mu, tau, has_rare, risk, risk_lo, risk_hi,
-                  mean_risk, mean_lo, mean_hi, share, median_steps, mean_active, weights, rec_n, rec_gamma,
-                  reasoning)
+                  mean_risk, mean_lo, mean_hi, share, median_steps, mean_active, active_share, too_weak, weights,
+                  rec_n, rec_gamma, reasoning)

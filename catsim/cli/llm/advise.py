@@ -8,10 +8,13 @@ examples:
 
 Per prompt, μ̂ (correct share) and τ̂ (share of its rare correct answers: rule share:q = answers
 holding at most q of the prompt's correct mass, tail:q = the rarest answers holding at most q of
-it together) are estimated from n samples; per N the table gives the mean risk Pr(group active and
+it together) are estimated from n samples; per N the table gives the share of active groups over all
+prompts (Pr(active) = 1 − μ̂^N − (1 − μ̂)^N), the mean risk Pr(group active and
 rare answers missed) with a 90 % bootstrap band, the share of prompts in the concentration regime,
 the median number of visits until a group samples a rare answer while active, and F-GRPO's mean
-focal weight. A paragraph of reasoning and a figure (risk vs N) follow.
+focal weight (the rare-answer columns are over the prompts with a rare subset; "—" where none has
+one). A paragraph of reasoning follows, saying when the model is too weak for RL at these N, and,
+with --format table or --figure, a figure (risk vs N).
 """
 
 from __future__ import annotations
@@ -47,8 +50,9 @@ def register(subparsers) -> None:
                         help="completion cap (default: the task's longest answer + 1)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output (default table)")
-    parser.add_argument("--figure", default="advise_risk.png",
-                        help="where the risk-vs-N figure goes (default advise_risk.png; 'none' to skip)")
+    parser.add_argument("--figure", default=None,
+                        help="where the risk-vs-N figure goes ('none' to skip; default: advise_risk.png "
+                             "with --format table, no figure with --format json)")
     parser.set_defaults(func=run)
 
 
@@ -73,6 +77,8 @@ def _check(args) -> tuple[list[int], object]:
         raise CatsimError(f"{args.model}: not a model directory (no config.json)")
     if args.task is None and not (Path(args.model) / "catsim_task.json").is_file():
         raise CatsimError(f"{args.model}: no catsim_task.json; give --task")
+    if args.figure is None:  # a JSON run writes only what it prints, unless a figure is asked for
+        args.figure = "advise_risk.png" if args.format == "table" else "none"
     if args.figure.lower() != "none":
         parent = Path(args.figure).resolve().parent
         if not parent.is_dir() or not os.access(parent, os.W_OK):
@@ -90,7 +96,7 @@ def _table(advice) -> str:
     import numpy as np
 
     gammas = sorted(advice.focal_weights)
-    rows = ["     N   mean risk   90% band          active   concentration   median visits to rare"
+    rows = ["     N   active (all)   mean risk   90% band          active   concentration   median visits to rare"
             + "".join(f"   g(γ={g:g})" for g in gammas)]
     rare = advice.has_rare
     for k, n in enumerate(advice.group_sizes):
@@ -98,7 +104,8 @@ def _table(advice) -> str:
         with np.errstate(invalid="ignore"):
             gs = [float(np.nanmean(advice.focal_weights[g][rare, k])) for g in gammas]
         band = f"[{advice.mean_risk_lo[k]:.3f}, {advice.mean_risk_hi[k]:.3f}]" if rare.any() else "—"
-        rows.append(f"{int(n):>6}   {_fmt(advice.mean_risk[k], '9.3f')}   {band:<16}  "
+        rows.append(f"{int(n):>6}   {_fmt(advice.active_share[k], '12.2f')}   {_fmt(advice.mean_risk[k], '9.3f')}   "
+                    f"{band:<16}  "
                     f"{_fmt(advice.mean_active[k], '6.2f')}   {_fmt(advice.concentration_share[k], '>13.0%')}   "
                     f"{_fmt(steps, '>21.1f')}" + "".join(f"   {_fmt(g, '>8.2f')}" for g in gs))
     return "\n".join(rows)
@@ -125,8 +132,7 @@ def run(args) -> int:
         print(f"{meta['task']} {meta['split']}: {advice.mu.size} prompts x {advice.n_samples} samples; "
               f"mean μ̂ = {advice.mu.mean():.3f}; {int(advice.has_rare.sum())} prompts with a rare correct "
               f"subset (rule {advice.rule})")
-        if advice.has_rare.any():
-            print(_table(advice))
+        print(_table(advice))
         print()
         print(advice.reasoning)
         if args.figure.lower() != "none":
