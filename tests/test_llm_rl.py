@@ -299,3 +299,14 @@ def test_trainer_loss_options_dual_clip_and_bias_corrected_kl():
         RLConfig.from_flat(clip_ratio_c=1.0)
     with pytest.raises(CatsimError, match="k3"):
         RLConfig.from_flat(kl_bias_correction=True, kl_estimator="k1")
+
+
+
+def test_new_loss_options_enter_the_fingerprint_only_when_on():
+    from catsim.llm.rl.loop import fingerprint_settings
+
+    plain = fingerprint_settings(RLConfig.from_flat())
+    assert "clip_ratio_c" not in plain and "kl_bias_correction" not in plain  # older run dirs resume
+    assert fingerprint_settings(RLConfig.from_flat(clip_ratio_c=3.0))["clip_ratio_c"] == 3.0
+    assert fingerprint_settings(RLConfig.from_flat(kl_bias_correction=True))["kl_bias_correction"] is True
+    assert "steps" not in plain and plain["method"] == "grpo"

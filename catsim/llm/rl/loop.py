@@ -190,6 +190,13 @@ def collect(tr: Trainer, params, step: int, sampling: SamplingConfig) -> Collect
 LATER_OPTIONS = {"clip_ratio_c": None, "kl_bias_correction": False}
 
 
+def fingerprint_settings(cfg: RLConfig) -> dict:
+    """The flat options that change a run's trajectory (the run fingerprint's "rl" part)."""
+    return {k: v for k, v in cfg.flat().items()
+            if k not in ("steps", "save_every", "snapshot_every", "heldout_every", "heldout_prompts")
+            and not (k in LATER_OPTIONS and v == LATER_OPTIONS[k])}
+
+
 def needs_reference(cfg: RLConfig) -> bool:
     """Whether steps evaluate the frozen base model: only for a KL penalty (kl_coef > 0)."""
     return cfg.objective.kl_coef > 0
@@ -329,9 +336,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         opt_state = jax.device_put(opt_state, jax.devices()[0])
     # a copy: the update donates (consumes) the parameters it is given
     ref_params = jax.tree.map(jnp.copy, params) if needs_reference(cfg) else None
-    settings = {k: v for k, v in cfg.flat().items()
-                if k not in ("steps", "save_every", "snapshot_every", "heldout_every", "heldout_prompts")
-                and not (k in LATER_OPTIONS and v == LATER_OPTIONS[k])}
+    settings = fingerprint_settings(cfg)
     fp = rundir.fingerprint({"rl": settings, "base": str(Path(base_dir).resolve()), "task": spec})
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
     end, sampling = cfg.steps, tr.sampling
