@@ -101,7 +101,7 @@ def run(args) -> int:
         done = run_sweep(cfg, out, resume=True, **options)  # finds every cell: only assembles
     elif part is not None:
         count = 0 if done.results is None else len(done.results.methods) * len(done.results.group_sizes)
-        print(f"part {part[0]}/{part[1]}: {count} cells in {out / 'cells'} ({done.seconds:.1f} s); "
+        print(f"part {part[0]}/{part[1]}: {count} cell{'s' if count != 1 else ''} in {out / 'cells'} ({done.seconds:.1f} s); "
               f"when every part is done, `catsim sweep --out {out}` with the same settings assembles")
         return 0
     for note in done.notes:
