@@ -14,11 +14,11 @@ import time
 
 import numpy as np
 from multiprocess_harness import launch_pair, wait_all
+from test_sim_sweep_parts import ARGS, CONFIG, GAMMAS, SEEDS, SIZES
 
 from catsim.sim import sweep as S
 from catsim.sim import sweep_parts
 from catsim.sim.results import SimResults
-from test_sim_sweep_parts import ARGS, CONFIG, GAMMAS, SEEDS, SIZES
 
 WORKER = textwrap.dedent("""
     import sys

@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from catsim.cli.main import build_parser, main
 from catsim.cli._simargs import config_from_args
+from catsim.cli.main import build_parser, main
 from catsim.sim import sweep as S
 from catsim.sim import sweep_parts
 from catsim.sim.results import SimResults
