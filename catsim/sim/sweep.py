@@ -3,7 +3,8 @@ regimes and tables of Fig. 2 are in `catsim.sim.analysis`, the figure in `catsim
 
 A *cell* is one (method, N): all γ values × seeds of it run as one vmapped batch (one compiled
 program per N). `sweep` stores each finished cell in `<out>/cells/` and skips it on a re-run, so
-an interrupted sweep resumes where it stopped.
+an interrupted sweep resumes where it stopped; `sweep(part=(I, P))` computes one part's share of
+the cells (job arrays, `jax.distributed` processes; `catsim.sim.sweep_parts`).
 """
 
 from __future__ import annotations
@@ -222,8 +223,8 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     `log_to` sinks ("tensorboard", "wandb"), step = the cell's index in the grid.
 
     `part=(I, P)`: compute only part I's share of the cells (`sweep_parts.cell_owners`, fixed by
-    the grid) and return the results of that share (None when it has no cell); results.npz is not written (a later call
-    without `part` finds every cell and only assembles). `<out_dir>/sweep.json` records the
+    the grid) and return the results of that share (None when it has no cell); results.npz is
+    not written (a later call without `part` finds every cell and only assembles). `<out_dir>/sweep.json` records the
     parts' settings; a part (or the assembling call) with other settings is refused with a
     CatsimError before any work. The log and timings go to `sweep_log.part<I>of<P>.jsonl` and
     `timings.part<I>of<P>.json`.
