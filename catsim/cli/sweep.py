@@ -17,7 +17,11 @@ from catsim.cli._simargs import (
 EXAMPLE = """examples:
   catsim sweep                                        # the full Fig. 2 grid -> figures/fig2_paper.png
   catsim sweep --n 2,32,256 --seeds 1 --gamma 0 --low-lr-gamma 0,0.5 --out runs/lowlr
-                                                      # a reduced grid -> runs/lowlr/fig2_*.png"""
+                                                      # a reduced grid -> runs/lowlr/fig2_*.png
+  catsim sweep --out runs/big --part 0/4              # job array: part 0 of 4 computes its cells
+  catsim sweep --out runs/big                         # after every part: only assembles
+  catsim sweep --out runs/big --distributed --coordinator host0:1234 --num-processes 2 --process-id 0
+                                                      # one of 2 processes; process 0 assembles"""
 
 
 def register(subparsers) -> None:
@@ -46,7 +50,13 @@ def register(subparsers) -> None:
                              "N run faster on one); results are bit-identical (default: on)")
     parser.add_argument("--cpu-devices", type=int, default=None,
                         help="CPU cores to use as JAX devices; 1 = one device (default: all)")
+    parser.add_argument("--part", default=None, metavar="I/P",
+                        help="compute only part I of P of the cells and exit (job arrays; without a "
+                             "coordinator); a later run without --part assembles (default: all cells)")
+    from catsim.cli.llm._distributed import add_distributed_options
     from catsim.tracking import add_log_to_argument
+
+    add_distributed_options(parser, mesh=False)  # each process computes its share of the cells
 
     add_log_to_argument(parser)  # one record per cell: OUT/sweep_log.jsonl
     add_config_arguments(parser, default_log_every=10)
@@ -54,25 +64,71 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from catsim.cli.llm._distributed import check_distributed_args, initialize_from_args
+    from catsim.errors import CatsimError
     from catsim.experiments.fig2 import run_sweep
     from catsim.sim.config import SCENARIO_GRIDS
     from catsim.sim.engine import use_cpu_cores
+    from catsim.sim.sweep_parts import parse_part
 
+    check_distributed_args(args)
+    part = parse_part(args.part) if args.part is not None else None
+    if part is not None and args.distributed:
+        raise CatsimError("--part is for runs without a coordinator; with --distributed every "
+                          "process computes its share of the cells")
     cfg = config_from_args(args)
     controls = low_lr_gammas(args)
     sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
     gamma_values = gammas(args.gamma)
+    initialize_from_args(args)  # joins the job when --distributed, before JAX's first operation
     if args.shard:
         use_cpu_cores(args.cpu_devices)
     out = Path(args.out or f"runs/sweep-{args.scenario}")
-    done = run_sweep(cfg, out, group_sizes=sizes, gammas=gamma_values, seeds=args.seeds,
-                     low_lr_gammas=controls, figures_dir=args.figures_dir,
-                     figure_name=args.figure_name, resume=not args.no_resume,
-                     progress=not args.no_progress, shard=args.shard,
-                     log=lambda m: print(m, file=sys.stderr), log_to=args.log_to)
+    say = print
+    if args.distributed:
+        part, say = _join_sweep(cfg, sizes, gamma_values, args.seeds, controls)
+    options = dict(group_sizes=sizes, gammas=gamma_values, seeds=args.seeds, low_lr_gammas=controls,
+                   figures_dir=args.figures_dir, figure_name=args.figure_name,
+                   progress=not args.no_progress, shard=args.shard,
+                   log=lambda m: print(m, file=sys.stderr), log_to=args.log_to)
+    done = run_sweep(cfg, out, resume=not args.no_resume, part=part, **options)
+    if args.distributed:
+        from catsim.llm.model.sharding import barrier, is_primary
+
+        barrier("catsim-sweep-cells")  # every process's cells are written
+        if not is_primary():
+            return 0
+        done = run_sweep(cfg, out, resume=True, **options)  # finds every cell: only assembles
+    elif part is not None:
+        count = 0 if done.results is None else len(done.results.methods) * len(done.results.group_sizes)
+        print(f"part {part[0]}/{part[1]}: {count} cell{'s' if count != 1 else ''} in {out / 'cells'} ({done.seconds:.1f} s); "
+              f"when every part is done, `catsim sweep --out {out}` with the same settings assembles")
+        return 0
     for note in done.notes:
         print(note, file=sys.stderr)
-    print(done.table)
-    print(f"results: {done.results_path}   figure: {', '.join(map(str, done.figures))}   "
-          f"wall time: {done.seconds:.1f} s")
+    say(done.table)
+    say(f"results: {done.results_path}   figure: {', '.join(map(str, done.figures))}   "
+        f"wall time: {done.seconds:.1f} s")
     return 0
+
+
+def _join_sweep(cfg, sizes, gamma_values, seeds, controls):
+    """(this process's part, print on process 0) of a `jax.distributed` sweep; every process
+    refuses (CatsimError, before any work) when the processes were given different settings."""
+    import jax
+    import numpy as np
+    from jax.experimental import multihost_utils
+
+    from catsim.cli.llm._distributed import writer_print
+    from catsim.errors import CatsimError
+    from catsim.sim.sweep import sweep_settings
+    from catsim.sim.sweep_parts import settings_signature
+
+    mine = int(settings_signature(sweep_settings(cfg, sizes, gamma_values, seeds, controls))[:7], 16)
+    every = np.asarray(multihost_utils.process_allgather(np.int32(mine))).reshape(-1)
+    if len(set(every.tolist())) > 1:
+        differ = [i for i, s in enumerate(every.tolist()) if s != every[0]]
+        raise CatsimError(f"the processes of this sweep were given different settings (process 0 and "
+                          f"process{'es' if len(differ) > 1 else ''} {', '.join(map(str, differ))}): "
+                          f"run the same command on every process")
+    return (jax.process_index(), jax.process_count()), writer_print()

@@ -35,7 +35,7 @@ class SweepOutput:
     """What `run_sweep` wrote: the results, one figure and one table per method."""
 
     results: SimResults  # the combined results of every method (also at `results_path`)
-    results_path: Path  # <out>/results.npz
+    results_path: Path | None  # <out>/results.npz (None: a part's share, nothing assembled)
     figures: tuple[Path, ...]  # one Fig. 2 per method
     table: str  # the final-state tables of every method (also at <out>/table.txt)
     seconds: float  # wall time of the sweep itself
@@ -57,20 +57,25 @@ def is_full_sweep(config: SimConfig, group_sizes: Sequence[int], gammas: Sequenc
 def run_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int], gammas: Sequence[float],
               seeds=4, low_lr_gammas: Sequence[float] | None = None, figures_dir=None,
               figure_name: str | None = None, resume: bool = True, progress: bool = True,
-              shard: bool = False, log=None, log_to=()) -> SweepOutput:
+              shard: bool = False, log=None, log_to=(), part: tuple[int, int] | None = None) -> SweepOutput:
     """`catsim.sim.sweep.sweep` (`log_to`: sinks of its per-cell log), then results.nc (when xarray can write it), Fig. 2 per method
     (`figures_dir/fig2_<method>.png`, or `figure_name`) and the table (`out_dir/table.txt`).
 
     figures_dir None: figures/ for a full scenario sweep (`is_full_sweep`), else `out_dir`, so a
-    reduced run never replaces a published figure."""
+    reduced run never replaces a published figure.
+
+    `part=(I, P)`: compute part I's share of the cells only (`sweep(part=...)`); no results
+    file, figure or table (results: the share, or None when it has no cell)."""
     out = Path(out_dir)
     if figures_dir is None:
         figures_dir = "figures" if is_full_sweep(config, group_sizes, gammas, seeds, low_lr_gammas) else out
     t0 = time.perf_counter()
     results = sweep(config, out, group_sizes=group_sizes, gammas=gammas, seeds=seeds,
                     low_lr_gammas=low_lr_gammas, resume=resume, progress=progress, shard=shard,
-                    log=log, log_to=log_to)
+                    log=log, log_to=log_to, part=part)
     seconds = time.perf_counter() - t0
+    if part is not None:
+        return SweepOutput(results, None, (), "", seconds)
     notes = []
     try:
         results.save_netcdf(out / "results.nc")

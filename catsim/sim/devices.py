@@ -71,8 +71,10 @@ def over_runs(fn, in_axes, sharding=None):
 
 def run_sharding(num_runs: int):
     """The sharding that splits a leading run axis of `num_runs` over all local devices, or None
-    with one device or when `num_runs` is not divisible by the device count."""
-    devices = jax.devices()
+    with one device or when `num_runs` is not divisible by the device count. Local: in a
+    multi-process job (`jax.distributed`) each process splits its own cells' runs over its own
+    devices."""
+    devices = jax.local_devices()
     if len(devices) == 1 or num_runs % len(devices):
         return None
     mesh = jax.sharding.Mesh(np.array(devices), ("runs",))
@@ -95,4 +97,4 @@ def use_cpu_cores(count: int | None = None) -> int:
             jax.config.update("jax_num_cpu_devices", int(count))
         except RuntimeError:  # backends already initialised: keep what JAX has
             pass
-    return len(jax.devices())
+    return len(jax.local_devices())

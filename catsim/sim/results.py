@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +116,8 @@ class SimResults:
 
     @classmethod
     def load(cls, path) -> SimResults:
-        """Read a file written by `save`."""
+        """Read a file written by `save` (CatsimError for a file that is missing, damaged —
+        truncated, empty, not an archive — or holds arrays of inconsistent shapes)."""
         try:
             with np.load(path, allow_pickle=False) as f:
                 return cls(
@@ -126,7 +129,7 @@ class SimResults:
                     data={key[len("metric_"):]: f[key] for key in f.files if key.startswith("metric_")},
                     attrs=json.loads(str(f["attrs"])),
                 )
-        except (OSError, KeyError, ValueError) as err:
+        except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as err:
             raise CatsimError(f"cannot read simulator results from {path}: {err}") from None
 
     def save_netcdf(self, path) -> Path:

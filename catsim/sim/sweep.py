@@ -3,7 +3,8 @@ regimes and tables of Fig. 2 are in `catsim.sim.analysis`, the figure in `catsim
 
 A *cell* is one (method, N): all γ values × seeds of it run as one vmapped batch (one compiled
 program per N). `sweep` stores each finished cell in `<out>/cells/` and skips it on a re-run, so
-an interrupted sweep resumes where it stopped.
+an interrupted sweep resumes where it stopped; `sweep(part=(I, P))` computes one part's share of
+the cells (job arrays, `jax.distributed` processes; `catsim.sim.sweep_parts`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 from catsim.errors import CatsimError
 from catsim.files import write_text
 from catsim.objectives.focal import low_lr_multiplier
-from catsim.sim import engine
+from catsim.sim import engine, sweep_parts
 from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig
 from catsim.sim.metrics import ALL_METRICS
 from catsim.sim.results import SimResults, combine
@@ -198,55 +199,94 @@ def _cell_signature(cfg: SimConfig, gammas, seeds) -> str:
 SWEEP_LOG = "sweep_log.jsonl"
 
 
+def sweep_settings(config: SimConfig, group_sizes, gammas, seeds, low_lr_gammas=None) -> dict:
+    """The settings that fix a sweep's cells (JSON-able; what the parts of one sweep must share)."""
+    return {"config": dataclasses.asdict(config), "group_sizes": [int(n) for n in group_sizes],
+            "gammas": [float(g) for g in gammas], "seeds": list(_seed_list(seeds)),
+            "low_lr_gammas": None if low_lr_gammas is None else [float(g) for g in low_lr_gammas]}
+
+
 def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
           gammas: Sequence[float] = PAPER_GAMMAS, seeds=4,
           low_lr_gammas: Sequence[float] | None = None, resume: bool = True,
-          progress: bool = True, shard: bool = False, log=None, log_to=()) -> SimResults:
+          progress: bool = True, shard: bool = False, log=None, log_to=(),
+          part: tuple[int, int] | None = None) -> SimResults | None:
     """Resumable grid run: one cell file per (method, N) in `<out_dir>/cells/`, then
     `<out_dir>/results.npz`. `low_lr_gammas` adds one method per App. N control value, as in
     `simulate`.
 
-    A finished cell is reused when its file exists and its configuration signature matches.
-    Returns the combined SimResults (also saved). `log(msg)` receives one-line status messages.
-    Every cell (cached or run) is one record of `<out_dir>/sweep_log.jsonl` (seed-mean final Mret
-    and Qpos per γ, seconds), mirrored to the `log_to` sinks ("tensorboard", "wandb"), step = the
-    cell's index in the grid.
+    A finished cell is reused when its file can be read and holds this cell (its configuration
+    signature, coordinates and metrics); a damaged one (truncated, empty, other shapes or
+    settings) is recomputed, with one line to `log`. Returns the combined SimResults (also
+    saved). `log(msg)` receives one-line status messages. Every cell (cached or run) is one record
+    of `<out_dir>/sweep_log.jsonl` (seed-mean final Mret and Qpos per γ, seconds), mirrored to the
+    `log_to` sinks ("tensorboard", "wandb"), step = the cell's index in the grid.
+
+    `part=(I, P)`: compute only part I's share of the cells (`sweep_parts.cell_owners`, fixed by
+    the grid) and return the results of that share (None when it has no cell); results.npz is
+    not written (a later call without `part` finds every cell and only assembles). `<out_dir>/sweep.json` records the
+    parts' settings; a part (or the assembling call) with other settings is refused with a
+    CatsimError before any work. The log and timings go to `sweep_log.part<I>of<P>.jsonl` and
+    `timings.part<I>of<P>.json`.
     """
+    part = sweep_parts.check_part(part) if part is not None else None
     out = Path(out_dir)
     cells_dir = out / "cells"
-    cells_dir.mkdir(parents=True, exist_ok=True)
     gs = tuple(float(g) for g in gammas)
     seed_list = _seed_list(seeds)
     variants = low_lr_variants(config, low_lr_gammas)
     configs = [dataclasses.replace(variant, group_size=int(n))
                for variant in variants for n in group_sizes]
+    if not configs:
+        raise CatsimError("no group sizes given")
+    settings = sweep_settings(config, group_sizes, gs, seed_list, low_lr_gammas)
+    if part is not None:
+        sweep_parts.claim_manifest(out, settings)
+    elif resume:
+        sweep_parts.check_manifest(out, settings)
+    owners = sweep_parts.cell_owners(configs, part[1]) if part is not None else [0] * len(configs)
+    mine = [cfg for cfg, owner in zip(configs, owners) if part is None or owner == part[0]]
+    cells_dir.mkdir(parents=True, exist_ok=True)
+    steps = np.arange(0, config.steps + 1, config.log_every)
     todo, parts = [], {}
-    for cfg in configs:
+    for cfg in mine:
         path = cells_dir / f"{cfg.method_label}_n{cfg.group_size}.npz"
         sig = _cell_signature(cfg, gs, seed_list)
         if resume and path.exists():
             try:
                 cached = SimResults.load(path)
-                if cached.attrs.get("signature") == sig:
-                    parts[_cell_key(cfg)] = cached
-                    continue
-            except CatsimError:
-                pass
+                problem = sweep_parts.cell_problem(cached, label=cfg.method_label, group_size=cfg.group_size,
+                                                   gammas=gs, seeds=seed_list, steps=steps, signature=sig)
+            except CatsimError as err:
+                problem = str(err).removeprefix(f"cannot read simulator results from {path}: ")
+            if problem is None:
+                parts[_cell_key(cfg)] = cached
+                continue
+            if log:
+                log(f"cell {path.name} cannot be used ({problem}): recomputing it")
         todo.append((cfg, path, sig))
+    if log and part is not None:
+        log(f"part {part[0]}/{part[1]}: {len(mine)} of {len(configs)} cells are this part's, "
+            f"{len(todo)} to compute")
     if log and parts:
-        log(f"resuming: {len(parts)} of {len(configs)} cells already done in {cells_dir}")
+        log(f"resuming: {len(parts)} of {len(mine)} cells already done in {cells_dir}")
     bar = _progress_bar(len(todo) * len(gs) * len(seed_list) * config.steps, progress)
     timings = {}
     pending = {_cell_key(cfg): (path, sig) for cfg, path, sig in todo}
-    share_with = [c.group_size for c, _, _ in todo]
+    # the whole grid's N: a cell runs on the same program in every part and on every resume
+    share_with = [c.group_size for c in configs]
+    suffix = f".part{part[0]}of{part[1]}" if part is not None else ""
     from catsim.tracking import MetricsWriter
 
-    writer = MetricsWriter(out, SWEEP_LOG, log_to=log_to, resume_step=None, run_name=out.name,
+    writer = MetricsWriter(out, SWEEP_LOG.replace(".jsonl", f"{suffix}.jsonl"), log_to=log_to,
+                           resume_step=None, run_name=out.name + suffix,
                            config={"method": config.method_label, "group_sizes": list(group_sizes),
                                    "gammas": list(gs), "seeds": list(seed_list), "steps": config.steps})
     try:
         with writer:
             for index, cfg in enumerate(configs):  # cells in grid order, so the log's steps rise
+                if _cell_key(cfg) not in parts and _cell_key(cfg) not in pending:
+                    continue  # another part's
                 seconds = None
                 if _cell_key(cfg) in pending:
                     path, sig = pending[_cell_key(cfg)]
@@ -262,12 +302,15 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     finally:
         if bar is not None:
             bar.close()
-    results = combine([parts[_cell_key(c)] for c in configs])
+    if not mine:
+        return None  # a part with no cell (more parts than cells)
+    results = combine([parts[_cell_key(c)] for c in mine])
     results = dataclasses.replace(
         results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
-    results.save(out / "results.npz")
+    if part is None:
+        results.save(out / "results.npz")
     if timings:
-        write_text(out / "timings.json", json.dumps(
+        write_text(out / f"timings{suffix}.json", json.dumps(
             {"seconds_per_cell": {str(k): v for k, v in timings.items()},
              "total_seconds": sum(timings.values())}, indent=1))
     return results

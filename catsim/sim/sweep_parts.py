@@ -1,0 +1,165 @@
+"""A sweep split into parts (job arrays, `jax.distributed` processes) and the checks of its
+cached cells, for `catsim.sim.sweep.sweep`.
+
+* `parse_part("1/4")` -> (1, 4); `check_part((I, P))` validates a library argument.
+* `cell_owners(configs, P)`: which part computes each cell: a deterministic function of the grid
+  alone (every part, and a resumed part, computes the same answer), balanced by an estimated
+  cost (longest cell first onto the least loaded part; cells of one compiled program together
+  when that costs nothing).
+* `claim_manifest(out, settings)`: `<out>/sweep.json` records the settings of a sweep run in parts;
+  a part with other settings is refused (CatsimError), before any work.
+* `cell_problem(results, ...)`: why a cached cell cannot be used (None: it can).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.sim import engine
+from catsim.sim.config import SimConfig
+from catsim.sim.metrics import ALL_METRICS
+
+MANIFEST = "sweep.json"
+
+
+def parse_part(text: str) -> tuple[int, int]:
+    """"I/P" -> (I, P) with 0 <= I < P (CatsimError otherwise)."""
+    index, sep, count = str(text).partition("/")
+    if not sep or not index.strip().isdigit() or not count.strip().isdigit():
+        raise CatsimError(f"--part must be I/P with 0 <= I < P (e.g. 0/4), got {text!r}")
+    return check_part((int(index), int(count)))
+
+
+def check_part(part) -> tuple[int, int]:
+    """Validate a (I, P) pair: whole numbers, P >= 1, 0 <= I < P."""
+    try:
+        index, count = (int(v) for v in part)
+    except (TypeError, ValueError):
+        raise CatsimError(f"part must be a pair (I, P), got {part!r}") from None
+    if count < 1 or not 0 <= index < count:
+        raise CatsimError(f"part must be (I, P) with 0 <= I < P, got ({index}, {count})")
+    return index, count
+
+
+def cell_cost(cfg: SimConfig) -> float:
+    """Estimated relative run time of a cell: ~1 up to N = 64, growing like √N beyond (the full
+    Fig. 2 sweep's cells took 15–17 s at N = 4…64, 52 s at 1024, 107 s at 32768, 232 s at 131072
+    on one 2-core machine, docs/simulator.md). Only the ranking matters."""
+    return 1.0 + math.sqrt(cfg.group_size) / 30.0
+
+
+def _program(cfg: SimConfig, sizes) -> tuple:
+    shared = engine.shares_program(cfg, sizes)
+    return cfg.method_label, engine.program_group_size(cfg) if shared else cfg.group_size
+
+
+def cell_owners(configs: list[SimConfig], parts: int) -> list[int]:
+    """The part (0 … parts−1) that computes each cell of `configs` (a sweep's whole grid, in grid
+    order): longest estimated cell first, each onto the least loaded part; among equally loaded
+    parts one already holding a cell of the same compiled program (one compilation fewer), else
+    the lowest index."""
+    sizes = [c.group_size for c in configs]
+    order = sorted(range(len(configs)), key=lambda i: (-cell_cost(configs[i]), i))
+    load = [0.0] * parts
+    programs: list[set] = [set() for _ in range(parts)]
+    owners = [0] * len(configs)
+    for i in order:
+        program = _program(configs[i], sizes)
+        least = min(load)
+        free = [p for p in range(parts) if math.isclose(load[p], least)]
+        owner = next((p for p in free if program in programs[p]), free[0])
+        owners[i] = owner
+        load[owner] += cell_cost(configs[i])
+        programs[owner].add(program)
+    return owners
+
+
+def settings_signature(settings: dict) -> str:
+    text = json.dumps(settings, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _flat(value, prefix=""):
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            out.update(_flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def _differences(ours: dict, theirs: dict, limit: int = 3) -> str:
+    a, b = _flat(ours), _flat(theirs)
+    keys = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    text = "; ".join(f"{k} = {a.get(k)!r} here, {b.get(k)!r} there" for k in keys[:limit])
+    return text + (f"; and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def read_manifest(out: Path) -> dict | None:
+    """The settings recorded in `<out>/sweep.json` (None when there is none; CatsimError when it
+    cannot be read)."""
+    path = Path(out) / MANIFEST
+    if not path.exists():
+        return None
+    try:
+        recorded = json.loads(path.read_text())
+        return {"signature": str(recorded["signature"]), "settings": dict(recorded["settings"])}
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise CatsimError(f"cannot read {path}: {err}; remove it to start the sweep afresh") from None
+
+
+def check_manifest(out: Path, settings: dict) -> bool:
+    """CatsimError when `<out>/sweep.json` records other settings; True when it records these,
+    False when there is none."""
+    recorded = read_manifest(out)
+    if recorded is None:
+        return False
+    if recorded["signature"] != settings_signature(settings):
+        raise CatsimError(
+            f"{Path(out)} holds a sweep run in parts with other settings "
+            f"({_differences(settings, recorded['settings'])}): give every part the same "
+            f"settings, or use another --out")
+    return True
+
+
+def claim_manifest(out: Path, settings: dict) -> None:
+    """Record `settings` in `<out>/sweep.json` unless it exists (created atomically: of parts
+    starting at once exactly one writes it, the others then compare), refusing other settings."""
+    path = Path(out) / MANIFEST
+    if check_manifest(out, settings):
+        return
+    text = json.dumps({"signature": settings_signature(settings), "settings": settings},
+                      indent=1, sort_keys=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text + "\n")
+        os.link(tmp, path)  # fails when another part created it first
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    check_manifest(out, settings)
+
+
+def cell_problem(cached, *, label: str, group_size: int, gammas, seeds, steps, signature: str):
+    """Why the cached cell `cached` (SimResults) does not hold this cell, in a few words; None
+    when it does."""
+    if cached.attrs.get("signature") != signature:
+        return "computed with other settings"
+    coords = (cached.methods, cached.group_sizes, cached.gammas, cached.seeds)
+    if coords != ((label,), (group_size,), tuple(gammas), tuple(seeds)):
+        return "other coordinates"
+    if not np.array_equal(cached.steps, steps):
+        return "other recorded steps"
+    missing = [m for m in ALL_METRICS if m not in cached.data]
+    if missing:
+        return f"metric {missing[0]} missing"
+    return None
