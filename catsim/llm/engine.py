@@ -113,7 +113,7 @@ def _chunk(params: Params, cfg: ModelConfig, sampling: SamplingConfig, state: _S
     return state, out
 
 
-@functools.partial(jax.jit, static_argnames=("slots",), donate_argnums=(0,))
+@functools.partial(jax.jit, static_argnames=("slots",))
 def _relayout(state: _State, prefix: PrefixCache, slot_sel_B: jax.Array, prompt_sel_U: jax.Array,
               dead_B: jax.Array, *, slots: int) -> tuple[_State, PrefixCache]:
     """The rows `slot_sel_B` of the old grid (and the prompts `prompt_sel_U`) as a new grid; rows
