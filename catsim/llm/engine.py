@@ -33,7 +33,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from catsim.llm.model.cascade import GenCache, PrefixCache, decode_step, init_gen_cache, prefix_cache
+from catsim.llm.model.cascade import (
+    GenCache,
+    PrefixCache,
+    decode_step,
+    init_gen_cache,
+    prefix_cache,
+)
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import Params, default_positions, forward_cached, init_cache
 from catsim.llm.sampling import Rollout, SamplingConfig, _sample_one

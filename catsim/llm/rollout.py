@@ -53,7 +53,6 @@ from catsim.llm.sampling import (  # noqa: F401  (re-exported: the rollout's pub
 )
 from catsim.llm.tasks.base import score_batch
 
-
 # Decode with per-layer weight arrays (`split_layers`)? None: on the CPU backend only, and only
 # when the copy takes at most half of the host memory available. On the CPU a slice of the
 # stacked L x ... weights is copied before each matmul of every decode step (0.5B shape, 4 layers,

@@ -67,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
             raise CatsimError(f"rollout lengths must be positive: --prompt-len {args.prompt_len}, new tokens {new}")
         rollout = (int(m.group(1)), int(m.group(2)), args.prompt_len, new)
 
-    from catsim.llm.plan import format_plan, parse_mesh, plan_json, plan_rl_step, read_model_config, with_rollout
+    from catsim.llm.plan import (
+        format_plan,
+        parse_mesh,
+        plan_json,
+        plan_rl_step,
+        read_model_config,
+        with_rollout,
+    )
     from catsim.llm.rl import RLConfig
 
     model_cfg = read_model_config(args.model, dtype=args.dtype, remat=args.remat)
