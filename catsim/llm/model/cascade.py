@@ -29,6 +29,7 @@ from catsim.llm.model.transformer import (
     _qkv,
     cast_params,
     rope_tables,
+    write_kv,
 )
 
 
@@ -75,10 +76,7 @@ def decode_step(params: Params, cfg: ModelConfig, tokens_B: jax.Array, positions
         layer, prefix_k_UxSxKxE, prefix_v_UxSxKxE, i = layer_and_index
         layer = cast_params(layer, cfg.dtype)
         q_Bx1xHxE, k_Bx1xKxE, v_Bx1xKxE = _qkv(cfg, layer, x_Bx1xD, cos, sin)
-        k_LxBxNxKxE = jax.lax.dynamic_update_slice(
-            k_LxBxNxKxE, k_Bx1xKxE.astype(k_LxBxNxKxE.dtype)[None], (i, 0, index, 0, 0))
-        v_LxBxNxKxE = jax.lax.dynamic_update_slice(
-            v_LxBxNxKxE, v_Bx1xKxE.astype(v_LxBxNxKxE.dtype)[None], (i, 0, index, 0, 0))
+        k_LxBxNxKxE, v_LxBxNxKxE = write_kv(k_LxBxNxKxE, v_LxBxNxKxE, k_Bx1xKxE, v_Bx1xKxE, i, index)
         kv = (cfg.num_kv_heads, cfg.head_dim)
         attn = cascade_attention(
             q_Bx1xHxE.reshape(u, r, 1, cfg.num_heads, cfg.head_dim), prefix_k_UxSxKxE, prefix_v_UxSxKxE,
