@@ -6,6 +6,21 @@
 Both sides sample (temperature 1, no top-p/top-k, no early stop: exactly batch x new-tokens tokens),
 after one warm-up call each (catsim's warm-up includes compilation). Prints tokens/s of each and
 the ratio catsim / transformers (target >= 2).
+
+    PYTHONPATH=. python benchmarks/bench_rollout.py --workload rl [--repeats 3]
+
+The RL rollout's workloads on a 4-layer, 256-wide random model, the static engine (one batch to
+the longest row) against the cascade engine (one prefill per prompt, shared prompt cache,
+compaction), timed interleaved in one run (median of --repeats after a warm-up):
+  skewed   32 rows (4 prompts x 8 samples, 16-token prompts), up to 256 new tokens, a stop set of
+           1/32 of the vocabulary (a row ends w.p. ~1/32 per token); useful tokens/s against a
+           batch whose rows all run to the cap (target: cascade >= 0.7x of it);
+  shared   4 prompts x 8 samples of 512-token prompts, 16 new tokens, against 32 distinct prompts
+           (target: the group >= 1.5x faster);
+  uniform  32 rows x 256 new tokens, no stop (target: cascade >= 0.95x static), with transformers'
+           generate as a column.
+Tokens of the two engines are compared; "KV" is the rollout's key/value cache, computed from the
+shapes each engine allocates (the CPU backend reports no peak device memory).
 """
 
 from __future__ import annotations
@@ -27,9 +42,16 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=int, default=16)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--workload", choices=["hf", "rl"], default="hf",
+                        help="hf: catsim vs transformers generate (default); rl: static vs cascade engine")
     parser.add_argument("--torch-threads", type=int, default=None,
                         help="torch.set_num_threads for transformers (default: PyTorch's choice)")
     args = parser.parse_args()
+    if args.workload == "rl":
+        from bench_rollout_rl import main as rl_main
+
+        rl_main(args.repeats, args.torch_threads)
+        return
 
     import jax
     import jax.numpy as jnp

@@ -9,7 +9,10 @@
 #   2. benchmarks/gpu_check.py: a Qwen2.5-0.5B-shaped model, one RL step's work at a realistic
 #      length (8 prompts × 8 samples × 1024 new tokens): rollout tok/s, RL step time, peak device
 #      memory, and `catsim llm plan`'s per-device estimate of the same step against it;
-#   3. `catsim llm plan` tables of that step (and 1 × 8192 tokens) as a user would ask for them.
+#   3. `catsim llm plan` tables of that step (and 1 × 8192 tokens) as a user would ask for them;
+#   4. benchmarks/gpu_rollout.py: the RL rollout at the paper's shape (Qwen2.5-0.5B and 1.5B shapes,
+#      64 prompts × 8 samples, up to 2048 new tokens, skewed lengths), cascade and static engines,
+#      each beside the HBM roofline of the same work (weights + KV bytes per step ÷ bandwidth).
 # Writes OUT_DIR/summary.txt (all parts' results) next to each part's own output and log.
 set -uo pipefail
 
@@ -18,7 +21,7 @@ SMOKE=""
 for arg in "$@"; do
   case "$arg" in
     --cpu-smoke) SMOKE="--cpu-smoke" ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     -*) echo "gpu_check.sh: unknown option $arg" >&2; exit 2 ;;
     *) OUT="$arg" ;;
   esac
@@ -78,4 +81,8 @@ for shape in "${SHAPES[@]}"; do
     --micro-batch "$micro" --remat --dtype bfloat16
   cat "$OUT/plan_${batch}x${seq}.log" >> "$SUMMARY"
 done
+
+# 4. the rollout at the paper's shape against its HBM roofline
+run rollout 150 $PY benchmarks/gpu_rollout.py --out "$OUT" $SMOKE
+grep -E "^rollout " "$OUT/rollout.log" >> "$SUMMARY"
 note "total $SECONDS s"

@@ -31,7 +31,7 @@ def test_the_cpu_smoke_run_completes_every_part(tmp_path):
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = (tmp_path / "out" / "summary.txt").read_text()
-    for part in ("sweep", "llm_check", "plan_4x16", "plan_1x64"):
+    for part in ("sweep", "llm_check", "plan_4x16", "plan_1x64", "rollout"):
         assert f"[{part}] ok" in summary, summary
     report = json.loads((tmp_path / "out" / "llm_check.json").read_text())
     assert report["cpu_smoke"] and report["rows"] == 4 and report["seq"] == 16
@@ -42,3 +42,6 @@ def test_the_cpu_smoke_run_completes_every_part(tmp_path):
     assert plan["per_device_bytes"] >= plan["param_bytes"] + plan["optimizer_bytes"]
     assert (tmp_path / "out" / "sweep" / "table.txt").is_file()
     assert "per_device_bytes (peak)" in summary
+    rollout = json.loads((tmp_path / "out" / "rollout_check.json").read_text())["models"][0]
+    assert rollout["rows"] == 8 and rollout["cascade"]["useful_tokens"] == rollout["static"]["useful_tokens"]
+    assert "rollout Qwen2.5-0.5B cascade" in summary

@@ -47,10 +47,15 @@ def test_the_plan_counts_qwen25_7b_exactly(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps(QWEN25_7B))
     assert qwen2_param_count(QWEN25_7B) == 7_615_616_512
     code = main(["llm", "plan", "--model", str(tmp_path / "config.json"), "--batch", "1", "--seq", "8",
-                 "--dtype", "bfloat16", "--format", "json"])
+                 "--dtype", "bfloat16", "--format", "json", "--rollout", "64x8", "--new-tokens", "4096"])
     assert code == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["params"] == 7_615_616_512
+    # the rollout's KV cache, by hand: 2 (k, v) x 28 layers x 4 KV heads x 128 x 2 bytes per token;
+    # the static engine holds 512 rows x (512 + 4096) tokens, the cascade one 64 x 512 + 512 x 4096
+    per_token = 2 * 28 * 4 * 128 * 2
+    assert plan["rollout_kv_static_bytes_per_device"] == per_token * 512 * 4608
+    assert plan["rollout_kv_bytes_per_device"] == per_token * (64 * 512 + 512 * 4096)
     # mixed precision: float32 master weights, bfloat16 compute
     assert plan["param_bytes"] == 4 * 7_615_616_512 and plan["param_dtype"] == "float32"
     assert plan["compute_dtype"] == "bfloat16"
@@ -176,6 +181,8 @@ def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
     (["--mesh", "two"], "--mesh must be none or DATAxFSDP"),
     (["--mesh", "1x64"], "needs 64 devices"),
     (["--device-memory", "-1"], "--device-memory must be positive"),
+    (["--rollout", "64"], "--rollout must be PROMPTSxSAMPLES"),
+    (["--rollout", "4x8", "--prompt-len", "8"], "rollout lengths must be positive"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
     (tmp_path / "config.json").write_text(json.dumps(QWEN25_7B))

@@ -14,7 +14,8 @@ reference parameters) comes from the abstract arrays' shards. Peak per device:
     logp pass:  resident + batch in + log-probs out + temporaries
     update:     resident − (params + optimizer state) + update arguments + outputs − aliased + temporaries
 
-`per_device_bytes` is the larger of the two. Rollout generation (the KV cache) is not included.
+`per_device_bytes` is the larger of the two. The rollout's key/value cache (`rollout_kv_bytes`: P
+prompts × N samples × prompt and completion lengths, both engines) is reported beside it, not in it.
 The numbers are those of the backend compiled for (the CPU here: a GPU compilation fuses
 differently), so they estimate a GPU's need, they do not measure it.
 """
@@ -71,6 +72,9 @@ class Plan:
     fits: bool | None  # per_device_bytes <= device_memory_bytes (None: not asked)
     backend: str  # the platform the programs were compiled for
     compile_seconds: float  # time spent compiling
+    rollout: str | None = None  # "P x N x (prompt + new)" the rollout's KV cache is sized for (None: not asked)
+    rollout_kv_bytes_per_device: int | None = None  # cascade engine (prompt stored once), at full length
+    rollout_kv_static_bytes_per_device: int | None = None  # the static engine (prompt stored per row)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -202,6 +206,34 @@ def plan_rl_step(model_cfg: ModelConfig, rl_cfg: RLConfig, *, seq: int, mesh=Non
         backend=jax.default_backend(), compile_seconds=round(compile_seconds, 2))
 
 
+def rollout_kv_bytes(model_cfg: ModelConfig, prompts: int, samples: int, prompt_len: int,
+                     new_tokens: int) -> dict[str, int]:
+    """Key/value cache bytes (total over devices) of a rollout of `prompts` × `samples` rows with
+    prompts of `prompt_len` tokens and up to `new_tokens` new ones, in the compute dtype:
+    "static" stores every row's prompt and completion (B·(T + M) slots); "cascade" each prompt once
+    and every row's completion (U·T + U·R·M slots, the grid U x R rounded up to powers of two as
+    `catsim.llm.engine` does), its size once the longest row reaches M."""
+    from catsim.llm.engine import pow2
+
+    for name, value in (("prompts", prompts), ("samples", samples), ("prompt length", prompt_len),
+                        ("new tokens", new_tokens)):
+        if value < 1:
+            raise CatsimError(f"rollout {name} must be at least 1, got {value}")
+    per_slot = 2 * model_cfg.num_layers * model_cfg.num_kv_heads * model_cfg.head_dim * jnp.dtype(model_cfg.dtype).itemsize
+    u, r = pow2(prompts), pow2(samples)
+    return {"static": per_slot * prompts * samples * (prompt_len + new_tokens),
+            "cascade": per_slot * (u * prompt_len + u * r * new_tokens)}
+
+
+def with_rollout(plan: Plan, model_cfg: ModelConfig, prompts: int, samples: int, prompt_len: int,
+                 new_tokens: int) -> Plan:
+    """`plan` with the rollout's KV-cache bytes per device (rows split evenly over the devices)."""
+    kv = rollout_kv_bytes(model_cfg, prompts, samples, prompt_len, new_tokens)
+    return dataclasses.replace(plan, rollout=f"{prompts} x {samples} x ({prompt_len} + {new_tokens})",
+                               rollout_kv_bytes_per_device=-(-kv["cascade"] // plan.devices),
+                               rollout_kv_static_bytes_per_device=-(-kv["static"] // plan.devices))
+
+
 def read_model_config(path: str | Path, *, dtype: str | None = None, remat: bool = False) -> ModelConfig:
     """The ModelConfig of a model directory or of a bare `config.json` (no weights needed)."""
     path = Path(path)
@@ -253,6 +285,10 @@ def format_plan(plan: Plan) -> str:
         ("xla_temp_bytes (update)", _gib(plan.update_temp_bytes)),
         ("per_device_bytes (peak)", _gib(plan.per_device_bytes)),
     ]
+    if plan.rollout is not None:
+        rows += [("rollout", f"{plan.rollout} tokens (prompts x samples x lengths)"),
+                 ("rollout KV cache per device", f"{_gib(plan.rollout_kv_bytes_per_device)} (cascade: prompt "
+                                                 f"stored once; static engine {_gib(plan.rollout_kv_static_bytes_per_device)})")]
     if plan.device_memory_bytes is not None:
         rows.append(("fits", f"{'yes' if plan.fits else 'NO'} (in {_gib(plan.device_memory_bytes)})"))
     width = max(len(k) for k, _ in rows)

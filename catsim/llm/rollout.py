@@ -2,8 +2,11 @@
 and pad, decode, score with the task's verifier. RL, evaluation, the warm-up's evaluation, the
 safeguards and `catsim llm sample` all draw completions through `sample_groups`.
 
-`generate` is the engine: one prefill over the (left-padded) prompts, then a jitted
-`lax.while_loop` of single-token decode steps that stops early once every sequence has finished.
+`generate` draws the completions of a batch of (left-padded) prompts with one of two engines:
+"cascade" (the default, `catsim.llm.engine`): one prefill per distinct prompt, its keys/values
+stored once and shared by the prompt's rows, decode in jitted chunks between which finished rows
+are dropped; "static" (the reference): one prefill over all rows, then a jitted `lax.while_loop`
+of single-token decode steps over the whole batch until every sequence has finished.
 
     sampling = SamplingConfig(max_new_tokens=256, temperature=1.0, top_p=1.0, stop_tokens=(eos,))
     out = generate(params, cfg, sampling, prompt_BxP, prompt_mask_BxP, key,
@@ -41,85 +44,14 @@ from catsim.llm.model.transformer import (
     init_cache,
     split_layers,
 )
+from catsim.llm.sampling import (  # noqa: F401  (re-exported: the rollout's public names)
+    Rollout,
+    SamplingConfig,
+    _first_max_index,
+    _sample_one,
+    sampling_logits,
+)
 from catsim.llm.tasks.base import score_batch
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    """How completions are drawn (hashable: a static argument of the jitted `generate`)."""
-
-    max_new_tokens: int  # N: completion length cap (the stop token, if drawn, is included)
-    temperature: float = 1.0  # softmax temperature; 0 means greedy (argmax) decoding
-    top_p: float = 1.0  # nucleus sampling: smallest set of tokens with mass >= top_p; 1 disables
-    top_k: int = 0  # keep the k most likely tokens; 0 disables
-    stop_tokens: tuple[int, ...] = ()  # a sequence ends after emitting any of these ids
-    pad_token: int = 0  # id written after a sequence has ended (masked out anyway)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
-            raise CatsimError(f"max_new_tokens must be a positive integer, got {self.max_new_tokens!r}")
-        if not self.temperature >= 0:
-            raise CatsimError(f"temperature must be >= 0, got {self.temperature!r}")
-        if not 0 < self.top_p <= 1:
-            raise CatsimError(f"top_p must be in (0, 1], got {self.top_p!r}")
-        if not isinstance(self.top_k, int) or self.top_k < 0:
-            raise CatsimError(f"top_k must be a non-negative integer, got {self.top_k!r}")
-        object.__setattr__(self, "stop_tokens", tuple(int(t) for t in self.stop_tokens))
-
-
-class Rollout(NamedTuple):
-    """Completions of a batch; position n < lengths_B[b] of row b is a generated token."""
-
-    tokens_BxN: jax.Array  # int32 generated ids (pad_token after the end)
-    logprobs_BxN: jax.Array  # float32 log-prob under the sampling distribution (0 where masked)
-    model_logprobs_BxN: jax.Array  # float32 log-softmax of the raw logits at the chosen id
-    mask_BxN: jax.Array  # bool: token belongs to the completion (stop token included)
-    lengths_B: jax.Array  # int32 number of generated tokens
-    finished_B: jax.Array  # bool: ended with a stop token (False: hit max_new_tokens)
-
-
-def sampling_logits(logits_V: jax.Array, sampling: SamplingConfig) -> jax.Array:
-    """Logits of the distribution actually sampled: logits / temperature with tokens outside the
-    top-k and the top-p nucleus set to -inf (ties at the cut-off are kept, as in `transformers`)."""
-    scaled_V = logits_V / sampling.temperature
-    vocab = scaled_V.shape[-1]
-    if 0 < sampling.top_k < vocab:
-        kth = jax.lax.top_k(scaled_V, sampling.top_k)[0][-1]
-        scaled_V = jnp.where(scaled_V < kth, -jnp.inf, scaled_V)
-    if sampling.top_p < 1.0:
-        sorted_V = jnp.sort(scaled_V)[::-1]
-        probs_V = jax.nn.softmax(sorted_V)
-        mass_before_V = jnp.cumsum(probs_V) - probs_V
-        keep = jnp.maximum(jnp.sum(mass_before_V < sampling.top_p), 1)
-        cutoff = sorted_V[keep - 1]
-        scaled_V = jnp.where(scaled_V < cutoff, -jnp.inf, scaled_V)
-    return scaled_V
-
-
-def _first_max_index(x_V: jax.Array) -> jax.Array:
-    """`jnp.argmax` (the first index of the maximum) as two plain reductions: XLA's CPU backend
-    runs argmax as a two-operand reduce, ≈ 1.4 ms per decode step over 4 x 151,936 logits.
-    (Logits holding a NaN give the last index instead of the NaN's.)"""
-    v = x_V.shape[-1]
-    first = jnp.min(jnp.where(x_V == jnp.max(x_V), jnp.arange(v, dtype=jnp.int32), v))
-    return jnp.minimum(first, v - 1)
-
-
-def _sample_one(logits_V: jax.Array, key: jax.Array,
-                sampling: SamplingConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(token, log pi_sample(token), log pi_model(token)) for one sequence."""
-    model_logp_V = jax.nn.log_softmax(logits_V)
-    if sampling.temperature == 0:
-        token = _first_max_index(logits_V)
-        return token, jnp.zeros((), jnp.float32), model_logp_V[token]
-    policy_logp_V = jax.nn.log_softmax(sampling_logits(logits_V, sampling))
-    # Inverse-CDF sampling: one uniform per row instead of V Gumbel variates (much cheaper for large
-    # V). u lies in (0, 1], so the first index whose CDF reaches u * total always has positive mass.
-    cdf_V = jnp.cumsum(jnp.exp(policy_logp_V))
-    u = 1.0 - jax.random.uniform(key, (), jnp.float32)
-    token = jnp.minimum(jnp.sum(cdf_V < u * cdf_V[-1]), logits_V.shape[-1] - 1)
-    return token, policy_logp_V[token], model_logp_V[token]
-
 
 # Decode with per-layer weight arrays (`split_layers`)? None: on the CPU backend only, and only
 # when the copy takes at most half of the host memory available. On the CPU a slice of the
@@ -181,22 +113,51 @@ class _LoopState(NamedTuple):
     mask_BxN: jax.Array
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "sampling", "activation_sharding"))
+# The engine `generate` runs: "cascade" (`catsim.llm.engine`: one prefill per prompt, a shared
+# prompt cache, chunks with compaction) or "static" (one batch decoded until its longest row ends:
+# the reference the cascade engine is tested against).
+ENGINES = ("cascade", "static")
+ROLLOUT_ENGINE = "cascade"
+
+
 def generate(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_BxP: jax.Array,
              prompt_mask_BxP: jax.Array, key: jax.Array, prompt_ids_B: jax.Array | None = None,
-             sample_ids_B: jax.Array | None = None, *, activation_sharding: Any = None) -> Rollout:
+             sample_ids_B: jax.Array | None = None, *, activation_sharding: Any = None,
+             engine: str | None = None) -> Rollout:
     """Sample up to `sampling.max_new_tokens` tokens after each prompt.
 
     prompt_BxP: int32 ids, LEFT-padded so every row's last column is a real token.
     prompt_mask_BxP: 1 for real tokens. prompt_ids_B / sample_ids_B: int ids that, with `key`,
-    determine each row's randomness (default: row index and 0).
+    determine each row's randomness (default: row index and 0). engine: `ENGINES` (default
+    `ROLLOUT_ENGINE`); several processes run the static engine (the cascade engine's host loop
+    reads every row).
     """
+    engine = ROLLOUT_ENGINE if engine is None else engine
+    if engine not in ENGINES:
+        raise CatsimError(f"rollout engine must be one of {ENGINES}, got {engine!r}")
+    b = prompt_BxP.shape[0]
+    if prompt_ids_B is None:
+        prompt_ids_B = np.arange(b, dtype=np.int32)
+    if sample_ids_B is None:
+        sample_ids_B = np.zeros((b,), np.int32)
+    if engine == "static" or jax.process_count() > 1:
+        return _generate_static(params, cfg, sampling, prompt_BxP, prompt_mask_BxP, key, prompt_ids_B,
+                                sample_ids_B, activation_sharding=activation_sharding)
+    from catsim.llm.engine import generate_cascade
+
+    params = cast_params(params, cfg.dtype)  # once, not in every decode step (float32 masters)
+    if _split_layers_for_decode(_layer_bytes(params)):
+        params = split_layers(params)  # as they are when `decode_params` split them already
+    return generate_cascade(params, cfg, sampling, prompt_BxP, prompt_mask_BxP, key, prompt_ids_B, sample_ids_B)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "sampling", "activation_sharding"))
+def _generate_static(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_BxP: jax.Array,
+                     prompt_mask_BxP: jax.Array, key: jax.Array, prompt_ids_B: jax.Array,
+                     sample_ids_B: jax.Array, *, activation_sharding: Any = None) -> Rollout:
+    """The static engine: all rows decoded together until the longest one stops."""
     b, p = prompt_BxP.shape
     n = sampling.max_new_tokens
-    if prompt_ids_B is None:
-        prompt_ids_B = jnp.arange(b, dtype=jnp.int32)
-    if sample_ids_B is None:
-        sample_ids_B = jnp.zeros((b,), jnp.int32)
     row_keys_B = jax.vmap(lambda pid, sid: jax.random.fold_in(jax.random.fold_in(key, pid), sid))(
         prompt_ids_B, sample_ids_B)
     stop_S = jnp.asarray(sampling.stop_tokens or (-1,), jnp.int32)

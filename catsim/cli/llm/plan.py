@@ -36,6 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="device mesh DATAxFSDP such as 1x8 (default none: one device)")
     parser.add_argument("--device-memory", type=float, default=None, metavar="GiB",
                         help="memory of one device in GiB: report whether the step fits")
+    parser.add_argument("--rollout", default=None, metavar="PxN",
+                        help="also report the rollout's KV cache for P prompts x N samples (e.g. 64x8)")
+    parser.add_argument("--prompt-len", type=int, default=512, help="rollout prompt tokens (default 512)")
+    parser.add_argument("--new-tokens", type=int, default=None,
+                        help="rollout new tokens at most (default: --seq minus --prompt-len)")
     parser.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     parser.set_defaults(func=run)
 
@@ -50,7 +55,26 @@ def run(args: argparse.Namespace) -> int:
     if args.device_memory is not None and not args.device_memory > 0:
         raise CatsimError(f"--device-memory must be positive (GiB), got {args.device_memory}")
 
-    from catsim.llm.plan import format_plan, parse_mesh, plan_json, plan_rl_step, read_model_config
+    rollout = None
+    if args.rollout is not None:
+        import re
+
+        m = re.fullmatch(r"(\d+)x(\d+)", args.rollout)
+        new = args.seq - args.prompt_len if args.new_tokens is None else args.new_tokens
+        if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
+            raise CatsimError(f"--rollout must be PROMPTSxSAMPLES such as 64x8, got {args.rollout!r}")
+        if args.prompt_len < 1 or new < 1:
+            raise CatsimError(f"rollout lengths must be positive: --prompt-len {args.prompt_len}, new tokens {new}")
+        rollout = (int(m.group(1)), int(m.group(2)), args.prompt_len, new)
+
+    from catsim.llm.plan import (
+        format_plan,
+        parse_mesh,
+        plan_json,
+        plan_rl_step,
+        read_model_config,
+        with_rollout,
+    )
     from catsim.llm.rl import RLConfig
 
     model_cfg = read_model_config(args.model, dtype=args.dtype, remat=args.remat)
@@ -60,5 +84,7 @@ def run(args: argparse.Namespace) -> int:
                                 adv_std="population")
     mesh = parse_mesh(args.mesh)
     plan = plan_rl_step(model_cfg, rl_cfg, seq=args.seq, mesh=mesh, device_memory_gib=args.device_memory)
+    if rollout is not None:
+        plan = with_rollout(plan, model_cfg, *rollout)
     print(plan_json(plan) if args.format == "json" else format_plan(plan))
     return 0

@@ -22,6 +22,12 @@ Implementations (`ModelConfig.attention`):
     "auto"         on a GPU with bfloat16/float16 activations "cudnn" for full causal passes
                    (when cuDNN accepts the shapes), otherwise (KV-cache steps, CPU, float32)
                    "blockwise"
+
+Decoding against a prompt shared by several rows (a group of samples of one prompt) runs
+`cascade_attention`: the shared prompt's keys U x S x K x E stored once per prompt, each row's own
+generated keys in its own cache, the two partial softmaxes merged exactly by their float32
+log-sum-exp (cascade / "Hydragen" attention, Juravsky et al. 2024). It equals `attention` over the
+row's concatenated cache (tested against `reference_attention`).
 """
 
 from __future__ import annotations
@@ -186,3 +192,49 @@ def dot_product_attention(q_BxTxHxE, k_BxSxKxE, v_BxSxKxE, valid_BxS=None, q_off
         q_BxTxHxE, k_BxSxKxE, v_BxSxKxE, mask=mask, is_causal=full,
         implementation="cudnn" if cudnn else "xla")
     return out.astype(v_BxSxKxE.dtype)
+
+
+def _partial_attention(q_BxTxKxGxE, k_BxSxKxE, v_BxSxKxE, allowed_BxTxS):
+    """Softmax attention over one part of the keys: (float32 output B x T x K x G x E normalised
+    within the part, float32 log-sum-exp of its scores B x T x K x G). A query with no allowed key
+    gets a log-sum-exp near `_MASKED`, so it weighs nothing in `merge_attention`."""
+    e = q_BxTxKxGxE.shape[-1]
+    scores = jnp.einsum("btkge,bske->btkgs", q_BxTxKxGxE, k_BxSxKxE,
+                        preferred_element_type=jnp.float32) / math.sqrt(e)
+    scores = jnp.where(allowed_BxTxS[:, :, None, None, :], scores, _MASKED)
+    m = jnp.max(scores, axis=-1, keepdims=True)
+    p = jnp.exp(scores - m)
+    total = jnp.sum(p, axis=-1)
+    out = jnp.einsum("btkgs,bske->btkge", p.astype(v_BxSxKxE.dtype), v_BxSxKxE,
+                     preferred_element_type=jnp.float32) / total[..., None]
+    return out, m[..., 0] + jnp.log(total)
+
+
+def merge_attention(out_a, lse_a, out_b, lse_b) -> jax.Array:
+    """Exact softmax attention over the union of two disjoint key sets from each part's normalised
+    output and log-sum-exp (all float32): weights exp(lse_part − lse_union)."""
+    lse = jnp.logaddexp(lse_a, lse_b)
+    return out_a * jnp.exp(lse_a - lse)[..., None] + out_b * jnp.exp(lse_b - lse)[..., None]
+
+
+def cascade_attention(q_UxRxTxHxE: jax.Array, prefix_k_UxSxKxE: jax.Array, prefix_v_UxSxKxE: jax.Array,
+                      prefix_valid_UxS: jax.Array, gen_k_UxRxNxKxE: jax.Array, gen_v_UxRxNxKxE: jax.Array,
+                      gen_valid_UxRxN: jax.Array, gen_offset: int | jax.Array) -> jax.Array:
+    """Attention of R rows per shared prefix: U prefixes (prompts) of S slots, each followed, per row,
+    by that row's own N generated slots. Query t of row (u, r) sits at generated slot
+    `gen_offset + t` and attends to every valid prefix slot of prompt u and to the row's valid
+    generated slots <= its own. The prefix part is one batched matmul per prompt over all its
+    rows' queries (R·T·G query rows against S keys, read once), the generated part per row; the two
+    are merged by `merge_attention`. Returns U x R x T x H x E in the dtype of the values."""
+    u, r, t, h, e = q_UxRxTxHxE.shape
+    kv_heads, n = prefix_k_UxSxKxE.shape[2], gen_k_UxRxNxKxE.shape[2]
+    g = h // kv_heads
+    q = q_UxRxTxHxE.reshape(u, r * t, kv_heads, g, e)
+    allowed_prefix = jnp.broadcast_to(prefix_valid_UxS.astype(bool)[:, None, :], (u, r * t, prefix_k_UxSxKxE.shape[1]))
+    out_p, lse_p = _partial_attention(q, prefix_k_UxSxKxE, prefix_v_UxSxKxE, allowed_prefix)
+    out_p, lse_p = out_p.reshape(u * r, t, kv_heads, g, e), lse_p.reshape(u * r, t, kv_heads, g)
+    allowed_gen = _allowed(gen_offset + jnp.arange(t), jnp.arange(n), gen_valid_UxRxN.reshape(u * r, n))
+    out_g, lse_g = _partial_attention(q.reshape(u * r, t, kv_heads, g, e), gen_k_UxRxNxKxE.reshape(u * r, n, kv_heads, e),
+                                      gen_v_UxRxNxKxE.reshape(u * r, n, kv_heads, e), allowed_gen)
+    out = merge_attention(out_p, lse_p, out_g, lse_g)
+    return out.reshape(u, r, t, h, e).astype(gen_v_UxRxNxKxE.dtype)

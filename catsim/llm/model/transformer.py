@@ -375,6 +375,15 @@ def init_cache(cfg: ModelConfig, batch: int, max_len: int) -> KVCache:
                    jnp.zeros((batch, max_len), bool), jnp.zeros((), jnp.int32))
 
 
+def write_kv(k_LxBxSxKxE: jax.Array, v_LxBxSxKxE: jax.Array, k_BxTxKxE: jax.Array, v_BxTxKxE: jax.Array,
+             layer: int | jax.Array, slot: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The caches with layer `layer`'s T new keys/values written at slots [slot, slot + T) (in place
+    when the caches are a loop carry)."""
+    at = (layer, 0, slot, 0, 0)
+    return (jax.lax.dynamic_update_slice(k_LxBxSxKxE, k_BxTxKxE.astype(k_LxBxSxKxE.dtype)[None], at),
+            jax.lax.dynamic_update_slice(v_LxBxSxKxE, v_BxTxKxE.astype(v_LxBxSxKxE.dtype)[None], at))
+
+
 @functools.partial(jax.jit, static_argnames=("cfg", "last_only", "hidden", "unroll", "activation_sharding"))
 def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, positions_BxT: jax.Array,
                    mask_BxT: jax.Array, cache: KVCache, *, last_only: bool = False, hidden: bool = False,
@@ -407,10 +416,7 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
         layer, i = layer_and_index
         layer = cast_params(layer, cfg.dtype)
         q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
-        k_LxBxSxKxE = jax.lax.dynamic_update_slice(
-            k_LxBxSxKxE, k_BxTxKxE.astype(k_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
-        v_LxBxSxKxE = jax.lax.dynamic_update_slice(
-            v_LxBxSxKxE, v_BxTxKxE.astype(v_LxBxSxKxE.dtype)[None], (i, 0, start, 0, 0))
+        k_LxBxSxKxE, v_LxBxSxKxE = write_kv(k_LxBxSxKxE, v_LxBxSxKxE, k_BxTxKxE, v_BxTxKxE, i, start)
         attn_BxTxHxE = attention(q_BxTxHxE, k_LxBxSxKxE[i], v_LxBxSxKxE[i], valid_BxS, start,
                                  implementation=cfg.attention, block_size=cfg.attention_block)
         x_BxTxD = constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
