@@ -26,6 +26,7 @@ from catsim.errors import CatsimError
 from catsim.experiments._io import write_text
 from catsim.plots.horizons import plot_half_loss, plot_heatmaps
 from catsim.sim import horizons as H
+from catsim.sim.analysis import COLLAPSE_THRESHOLD, _span, find_regimes
 from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, PAPER_SEEDS, SimConfig, scenario
 from catsim.sim.results import SimResults
 from catsim.sim.sweep import sweep
@@ -125,16 +126,18 @@ def summarise(results: SimResults, *, method: str | None = None,
             str(n): {"steps": [_finite(s) for s in c.steps], "crossed": c.crossed,
                      "mean": _finite(c.mean), "sd": _finite(c.sd), "text": c.describe()}
             for n, c in zip(results.group_sizes, row)}
-    at = {}
+    at, regimes = {}, {}
     for t in (t for t in report_steps if t <= horizon and t in results.steps):
         values = H.values_at(results, t, method=method)  # [G, N, K]
+        regimes[str(t)] = {f"gamma={g:g}": find_regimes(results.group_sizes, values[i].mean(-1))
+                           for i, g in enumerate(results.gammas)}
         at[str(t)] = {f"gamma={g:g}": {str(n): _stats(values[i, j])
                                       for j, n in enumerate(results.group_sizes)}
                       for i, g in enumerate(results.gammas)}
     return {"method": method, "horizon": horizon, "log_every": int(results.steps[1] - results.steps[0]),
             "seeds": list(results.seeds), "gammas": list(results.gammas),
             "group_sizes": list(results.group_sizes), "half_loss_level": H.HALF_LOSS_LEVEL,
-            "half_loss": half, "mret_at": at, "claim": claim_check(results, method=method)}
+            "half_loss": half, "mret_at": at, "regimes_at": regimes, "claim": claim_check(results, method=method)}
 
 
 def format_table(summary: dict) -> str:
@@ -161,6 +164,12 @@ def format_table(summary: dict) -> str:
                 sd = f" ± {s['sd']:.4f}" if s["sd"] is not None else ""
                 cells.append(f" | {s['mean']:.4f}{sd} ({s['min']:.4f}–{s['max']:.4f})".ljust(35))
             lines.append(f"{n:>7}" + "".join(cells))
+    lines += ["", f"regimes (find_regimes: regime II = seed-mean Mret < {COLLAPSE_THRESHOLD:g} "
+                  "around its minimum over N) at each horizon:"]
+    for t, per_gamma in summary["regimes_at"].items():
+        for name, reg in per_gamma.items():
+            lines.append(f"  t={int(t):>6,} {name.replace('gamma', 'γ')}: " + ", ".join(
+                f"{k}: N={_span(reg[k])}" for k in ("I", "II", "III")))
     lines += ["", *describe_claim(summary["claim"])]
     return "\n".join(lines)
 
