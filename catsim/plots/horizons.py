@@ -59,7 +59,7 @@ def plot_heatmaps(results: SimResults, crossings_GNS: np.ndarray, path, *,
         ax = axes[i]
         mesh = ax.pcolormesh(x, y, mean_GNS[i], cmap="viridis", vmin=0, vmax=1, shading="flat")
         mean_step, _, _ = _all_seed_stats(crossings_GNS[i])
-        ax.plot(mean_step, np.arange(len(results.group_sizes)), "o", color="white", ms=3.5,
+        ax.plot(mean_step, np.arange(len(results.group_sizes)), "o", color="white", mec="k", mew=0.5, ms=4,
                 label=f"half-loss step (Mret = {HALF_LOSS_LEVEL:g})")
         ax.set_title(f"Mret, γ = {g:g} (mean of {len(results.seeds)} seed(s))")
         fig.colorbar(mesh, ax=ax, shrink=0.85)
@@ -100,7 +100,7 @@ def plot_half_loss(results: SimResults, crossings_GNS: np.ndarray, path, *,
         a.errorbar(ns, mean, yerr=np.vstack([mean - lo, hi - mean]), fmt="o" + styles[i % 4],
                    color=colour, ms=4, capsize=2, label=f"γ={g:g}")
         never = ~every
-        a.plot(ns[never], np.full(never.sum(), horizon * 1.6), "^", color=colour, ms=6,
+        a.plot(ns[never], np.full(never.sum(), horizon * (1.4 + 0.35 * i)), "^", color=colour, ms=6,
                label=f"γ={g:g}: a seed never within {horizon:,}" if never.any() else None)
     a.axhline(horizon, color="0.5", lw=0.8, ls=":")
     a.set_xscale("log", base=2)
