@@ -36,7 +36,7 @@ def test_published_summary_and_table_are_those_of_the_published_trajectories(pub
     now = json.loads(json.dumps(study.summarise(results)))
     for key in ("horizon", "seeds", "gammas", "group_sizes", "half_loss", "mret_at", "claim"):
         assert now[key] == summary[key], key
-    assert summary["command"] == "catsim sweep --study horizons --out runs/horizons"
+    assert summary["command"] == "catsim sweep --study horizons --out runs/horizons --no-progress"
     assert (PUBLISHED / study.TABLE).read_text() == study.format_table(now) + "\n"
     assert results.steps[-1] == study.HORIZON_STEPS and len(results.seeds) == 4
 
