@@ -32,6 +32,9 @@ def register(subparsers) -> None:
                     "sweep resumes. Writes OUT/results.npz (+ results.nc), one Fig. 2 per method\n"
                     "and the final-state table (OUT/table.txt).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--study", choices=("fig2", "horizons"), default="fig2",
+                        help="fig2: the grid at the scenario's horizon; horizons: Mret(N, t) up to "
+                             "10,000 steps, heat maps and half-loss steps (default: fig2)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/sweep-<scenario>)")
     parser.add_argument("--n", default=None,
                         help="group sizes (default: the scenario's grid, 2^1:2^17 for paper)")
@@ -64,6 +67,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    if args.study == "horizons":
+        from catsim.cli.horizons import run as run_horizons
+
+        return run_horizons(args)
     from catsim.cli.llm._distributed import check_distributed_args, initialize_from_args
     from catsim.errors import CatsimError
     from catsim.experiments.fig2 import run_sweep
