@@ -39,6 +39,9 @@ def register(subparsers) -> None:
     parser.add_argument("--figure-name", default=None,
                         help="file name (default: fig2_<method>.png; with several methods, "
                              "<name>_<method>.png)")
+    parser.add_argument("--study", choices=("fig2", "methods"), default="fig2",
+                        help="fig2: the grid above; methods: every rare-mass fix at its paper's "
+                             "setting (catsim.experiments.methods; --gamma ignored) (default: fig2)")
     parser.add_argument("--no-resume", action="store_true", help="recompute every cell (default: resume)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar (default: shown)")
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
@@ -65,6 +68,15 @@ def run(args) -> int:
     if args.shard:
         use_cpu_cores(args.cpu_devices)
     out = Path(args.out or f"runs/sweep-{args.scenario}")
+    if args.study == "methods":
+        from catsim.experiments.methods import run_methods_study
+
+        study = run_methods_study(cfg, out, group_sizes=sizes, seeds=args.seeds, figures_dir=args.figures_dir,
+                                  resume=not args.no_resume, progress=not args.no_progress, shard=args.shard,
+                                  log=lambda m: print(m, file=sys.stderr))
+        print(study.table())
+        print(f"study: {out / 'methods.txt'}   wall time: {study.seconds:.1f} s")
+        return 0
     done = run_sweep(cfg, out, group_sizes=sizes, gammas=gamma_values, seeds=args.seeds,
                      low_lr_gammas=controls, figures_dir=args.figures_dir,
                      figure_name=args.figure_name, resume=not args.no_resume,
