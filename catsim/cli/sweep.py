@@ -32,9 +32,10 @@ def register(subparsers) -> None:
                     "sweep resumes. Writes OUT/results.npz (+ results.nc), one Fig. 2 per method\n"
                     "and the final-state table (OUT/table.txt).",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--study", choices=("fig2", "horizons"), default="fig2",
+    parser.add_argument("--study", choices=("fig2", "horizons", "methods"), default="fig2",
                         help="fig2: the grid at the scenario's horizon; horizons: Mret(N, t) up to "
-                             "10,000 steps, heat maps and half-loss steps (default: fig2)")
+                             "10,000 steps, heat maps and half-loss steps; methods: every rare-mass "
+                             "fix at its paper's setting (--gamma ignored) (default: fig2)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/sweep-<scenario>)")
     parser.add_argument("--n", default=None,
                         help="group sizes (default: the scenario's grid, 2^1:2^17 for paper)")
@@ -91,6 +92,15 @@ def run(args) -> int:
     if args.shard:
         use_cpu_cores(args.cpu_devices)
     out = Path(args.out or f"runs/sweep-{args.scenario}")
+    if args.study == "methods":
+        from catsim.experiments.methods import run_methods_study
+
+        study = run_methods_study(cfg, out, group_sizes=sizes, seeds=args.seeds, figures_dir=args.figures_dir,
+                                  resume=not args.no_resume, progress=not args.no_progress, shard=args.shard,
+                                  log=lambda m: print(m, file=sys.stderr))
+        print(study.table())
+        print(f"study: {out / 'methods.txt'}   wall time: {study.seconds:.1f} s")
+        return 0
     say = print
     if args.distributed:
         part, say = _join_sweep(cfg, sizes, gamma_values, args.seeds, controls)

@@ -17,6 +17,13 @@ What is where
                             normalise_std=False, eps=0.0) -> (A_correct, A_wrong)   from counts
     batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False) -> same shape
     ADVANTAGES: {"mean_centred", "grpo", "dr_grpo"} -> f(rewards_N) -> [N]
+    binary {0, 1} rewards, rare-solution rules (exactly 0 for all-equal groups):
+    maxrl(rewards_N, *, eps=1e-6)            (r − r̄)/(r̄ + ε)                  MaxRL 2602.02710
+    passk_training(rewards_N, k)             analytical pass@k advantage        2508.10751
+    pkpo(rewards_N, k)                       k·(s_i − ρ), unbiased pass@k credit 2505.15201
+    passk_best(rewards_N, *, eps=1e-6)       best sample only, (r1 − r2)/std    2503.19595
+    binary_method_advantages(kind, num_correct, group_size, *, k=1, eps=1e-6) -> (A_c, A_w)
+    log_comb_ratio(a, n, k) = log C(n−a, k)/C(n, k)   stable (log1p sum) for n up to 131072
 
 `focal` — F-GRPO (§4) and the App. N control:
     focal_weight(success_rate, gamma) -> g = (1 − μ̂)^γ   (0^0 = 1: γ = 0 is GRPO)
@@ -49,6 +56,7 @@ What is where
     token_mean(per_token, mask=None) -> []      mask may hold weights, e.g. sample counts
     sequence_mean(per_token_BxT, mask_BxT) -> []
     token_sum_constant(per_token_BxT, mask_BxT, max_length) -> []   Dr.GRPO
+    positive_sample_weight(advantages, weight=0.1)   NSR / W-REINFORCE λ on A > 0 (2506.01347)
     SURROGATES: {"linear", "reinforce", "grpo", "dapo", "cispo"} -> f(logp, old_logp, advantages)
 
 `asymmetric` — the asymmetric, confidence-weighted GRPO article (docs/asymmetric-grpo.md):
@@ -80,6 +88,7 @@ What is where
 `rewards` — length shaping (DAPO §3.4):
     overlong_penalty(lengths, max_length, buffer, penalty=1.0) -> [...]   0, linear ramp, −penalty
     overlong_keep(truncated) -> [...]   overlong filtering: 0 for truncated completions
+    unlikeliness(rewards_N, logp_N, *, beta=0.25)   r·(1 − β·rank/N), rank of correct by log π
 
 `grad_clip` — optax:
     dual_threshold_clip(max_norm, lower_threshold=0.1, amplification=1.5)

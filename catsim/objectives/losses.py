@@ -278,3 +278,22 @@ SURROGATES = {
     "dapo": dapo_clip_loss,
     "cispo": cispo_loss,
 }
+
+
+# --- NSR / W-REINFORCE: the positive-sample weight λ (Zhu et al., arXiv 2506.01347, §4) ---
+
+__all__ += ["positive_sample_weight"]
+
+
+def positive_sample_weight(advantages, weight=0.1):
+    """Per-sample loss weight λ on positive samples, 1 on the others (W-REINFORCE: λ·L_PSR + L_NSR).
+
+    Zhu et al. ("The Surprising Effectiveness of Negative Reinforcement", arXiv 2506.01347) keep
+    the negative-sample term and scale the positive one by λ = 0.1. Multiply the per-token loss
+    (or, equivalently for every surrogate here, which are all positively homogeneous in A, the
+    advantages) by this. A > 0 marks a positive sample; A = 0 (an inactive group) stays 0.
+    Elementwise: [...] -> [...]. λ = 1 is the plain loss, λ = 0 pure negative reinforcement.
+    """
+    v.check_nonnegative("weight", weight)
+    advantages = jnp.asarray(advantages)
+    return jnp.where(advantages > 0, jnp.asarray(weight, advantages.dtype), jnp.ones_like(advantages))

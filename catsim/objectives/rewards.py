@@ -14,6 +14,7 @@ DAPO's own values: L_max = 20,480 tokens, buffer 4,096, penalty 1 (verl's `overl
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from catsim.errors import CatsimError
@@ -54,3 +55,51 @@ def overlong_keep(truncated):
     """DAPO's overlong filtering: 1.0 for completions that ended on their own, 0.0 for truncated
     ones, which then carry no loss (multiply into the loss mask). [...] bool -> [...] float."""
     return 1.0 - jnp.asarray(truncated, dtype=jnp.result_type(float))
+
+
+# --- the unlikeliness reward (He et al., "Rewarding the Unlikely", arXiv 2506.02355, §4) ---
+
+__all__ += ["unlikeliness", "unlikeliness_ranks"]
+
+
+def unlikeliness_ranks(correct_N, logp_N, weights_N=None):
+    """Rank of each correct sample among the group's correct samples by ascending log-prob.
+
+    Rank 0 is the least likely correct sample; ties go by position (a stable sort, as the
+    authors' argsort). Wrong samples (and samples of weight 0) get rank 0 and are not counted.
+    [N] bool, [N] float (, [N] 0/1 weights) -> [N] float ranks.
+    """
+    correct_N = jnp.asarray(correct_N, bool)
+    if weights_N is not None:
+        correct_N = correct_N & (jnp.asarray(weights_N) > 0)
+    logp_N = jnp.asarray(logp_N)
+    key = jnp.where(correct_N, logp_N, jnp.inf)  # correct samples first, least likely first
+    order = jnp.argsort(key, stable=True)
+    ranks = jnp.zeros(logp_N.shape, jnp.result_type(logp_N, float)).at[order].set(
+        jnp.arange(logp_N.shape[0], dtype=jnp.result_type(logp_N, float)))
+    return jnp.where(correct_N, ranks, 0.0)
+
+
+def unlikeliness(rewards_N, logp_N, *, beta=0.25):
+    """The unlikeliness reward: r_i ← r_i·(1 − β·rank_i/N) (arXiv 2506.02355, §4; β_rank = 0.25).
+
+    rank_i ranks the group's correct samples (r_i > 0) by ascending log-prob under the sampling
+    policy, so the least likely correct sample keeps its full reward and the most likely loses up
+    to β·(c − 1)/N of it; wrong samples (r = 0) are unchanged. GRPO then runs on these rewards.
+    An all-wrong group stays all zero; an all-correct group gets unequal rewards (the rule's
+    point: it pushes mass from likely to unlikely correct samples even when all succeed).
+
+    Args:
+      rewards_N: [N] verifier rewards in [0, 1] (0 = wrong).
+      logp_N: [N] sequence log-probs log π(o_i) of the samples (treated as constants).
+      beta: β_rank in [0, 1].
+
+    Returns:
+      [N] shaped rewards.
+    """
+    v.check_rank("rewards_N", rewards_N, 1)
+    v.check_same_shape(rewards_N=rewards_N, logp_N=logp_N)
+    v.check_in_closed("beta", beta, 0.0, 1.0)
+    rewards_N = jnp.asarray(rewards_N)
+    ranks = unlikeliness_ranks(rewards_N > 0, jax.lax.stop_gradient(logp_N))
+    return rewards_N * (1.0 - beta * ranks / rewards_N.shape[0])

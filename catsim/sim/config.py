@@ -23,7 +23,7 @@ from catsim.objectives.grad_clip import dual_threshold_clip
 
 INIT_KINDS = ("paper", "uniform", "gaussian", "zipf", "target_qpos")
 SURROGATES = ("linear", "reinforce", "grpo", "dapo", "cispo")
-ADVANTAGES = ("mean_centred", "grpo")
+ADVANTAGES = ("mean_centred", "grpo", "maxrl", "passk_training", "pkpo", "passk_best")
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SAMPLERS = ("auto", "inverse_cdf", "blocked")
 
@@ -82,8 +82,12 @@ class UpdateConfig:
     """
 
     surrogate: str = "reinforce"  # "linear" (eq. 5), "reinforce" (log-prob), "grpo", "dapo", "cispo"
-    advantage: str = "mean_centred"  # "mean_centred" (App. J, r − mean) or "grpo" (÷ std + eps)
-    adv_eps: float = 0.0  # ε in the GRPO std denominator (0 = exact)
+    advantage: str = "mean_centred"  # "mean_centred" (App. J, r − mean), "grpo" (÷ std + eps), or a
+    # binary rule of `objectives.advantages.BINARY_METHODS` (on the 0/1 success indicators)
+    adv_eps: float = 0.0  # ε in the GRPO std denominator (0 = exact); also MaxRL's and passk_best's ε
+    passk_k: int = 4  # k of passk_training and pkpo
+    unlikeliness_beta: float = 0.0  # β of the unlikeliness reward (0 = off; paper 0.25)
+    positive_weight: float = 1.0  # NSR / W-REINFORCE λ on positive-advantage draws (1 = off; paper 0.1)
     reward_correct: float = 1.0  # Rc
     reward_wrong: float = -1.0  # Rw < Rc
     gamma: GammaSchedule = GammaSchedule()  # focal weight (1 − μ̂)^γ; γ is overridden per run
@@ -140,6 +144,21 @@ class UpdateConfig:
             if not 0 <= getattr(self, name) < 1:
                 raise CatsimError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
         _whole("ppo_epochs", self.ppo_epochs, 1)
+        _whole("passk_k", self.passk_k, 1)
+        for name in ("unlikeliness_beta", "positive_weight"):
+            _finite(name, getattr(self, name))
+        if not 0.0 <= self.unlikeliness_beta <= 1.0:
+            raise CatsimError(f"unlikeliness_beta must lie in [0, 1], got {self.unlikeliness_beta}")
+        if self.positive_weight < 0:
+            raise CatsimError(f"positive_weight must be >= 0, got {self.positive_weight}")
+        if self.unlikeliness_beta > 0:
+            if self.advantage not in ("mean_centred", "grpo"):
+                raise CatsimError("the unlikeliness reward runs with advantage mean_centred or grpo, "
+                                  f"not {self.advantage}")
+            if (self.ppo_epochs != 1 or self.entropy_coef or self.kl_coef or self.asymmetric
+                    or self.surrogate not in SURROGATES):
+                raise CatsimError("the unlikeliness reward needs one PPO epoch and no entropy, KL or "
+                                  "asymmetric terms (it ranks the draws of the lean step)")
         _whole("max_resamples", self.max_resamples, 0)
         for name in ("clip_low", "clip_high"):
             value = getattr(self, name)
@@ -164,6 +183,12 @@ class UpdateConfig:
     def label(self) -> str:
         """Short method label used as the `method` coordinate of results."""
         label = f"{self.optimizer}-{self.surrogate}-lr{self.learning_rate:g}"
+        if self.advantage not in ("mean_centred", "grpo"):
+            label += f"-{self.advantage}" + (f"{self.passk_k}" if self.advantage in ("pkpo", "passk_training") else "")
+        if self.unlikeliness_beta > 0:
+            label += f"-unlikely{self.unlikeliness_beta:g}"
+        if self.positive_weight != 1.0:
+            label += f"-pos{self.positive_weight:g}"
         if self.low_lr_gamma > 0:
             label += f"-lowlr{self.low_lr_gamma:g}"
         if self.asymmetric:

@@ -37,7 +37,7 @@ import numpy as np
 import optax
 
 from catsim.errors import CatsimError
-from catsim.objectives import advantages, asymmetric, focal, losses
+from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives.grad_clip import dual_threshold_clip
 from catsim.sim import metrics, policy, sampler
 from catsim.sim.config import SimConfig, UpdateConfig
@@ -46,7 +46,7 @@ from catsim.sim.devices import (  # noqa: F401  (run_sharding, use_cpu_cores: en
     run_sharding,
     use_cpu_cores,
 )
-from catsim.sim.lean import lean_update, uses_lean_step
+from catsim.sim.lean import class_advantages, lean_update, uses_lean_step
 
 
 class Constants(NamedTuple):
@@ -126,11 +126,7 @@ def per_action_advantages(update: UpdateConfig, counts_V, correct_V, gamma_t):
     """
     group_size = jnp.sum(counts_V)
     num_correct = jnp.sum(jnp.where(correct_V, counts_V, 0.0))
-    a_correct, a_wrong = advantages.binary_group_advantages(
-        num_correct, group_size,
-        reward_correct=update.reward_correct, reward_wrong=update.reward_wrong,
-        normalise_std=update.advantage == "grpo", eps=update.adv_eps,
-    )
+    a_correct, a_wrong = class_advantages(update, num_correct, group_size)
     mu_hat = num_correct / group_size  # = advantages.success_rate for binary rewards
     g = focal.focal_weight(mu_hat, gamma_t)
     adv_V = g * jnp.where(correct_V, a_correct, a_wrong)
@@ -274,6 +270,8 @@ def make_chunked(config: SimConfig, records_per_chunk: int, shared_group_size: b
         raise CatsimError("this configuration needs a static group size (asym_recompose)")
 
     lean = uses_lean_step(update)
+    if update.unlikeliness_beta > 0 and not lean:
+        raise CatsimError("the unlikeliness reward runs on the lean step only (LEAN_STEP is off)")
 
     def init(consts: Constants, learning_rate) -> State:
         tx = make_optimizer(update, learning_rate)

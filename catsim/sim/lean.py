@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from catsim.objectives import advantages, focal
+from catsim.objectives import advantages, focal, losses, rewards
 from catsim.sim import sampler
 from catsim.sim.config import UpdateConfig
 
@@ -46,6 +46,54 @@ def uses_lean_step(update: UpdateConfig) -> bool:
     return LEAN_STEP and has_closed_form_gradient(update)
 
 
+def class_advantages(update: UpdateConfig, num_correct, size):
+    """(A_correct, A_wrong) of a binary-reward group of `size` draws with `num_correct` correct ones,
+    under `update.advantage`, with the NSR positive weight λ applied (`losses.positive_sample_weight`).
+
+    mean_centred / grpo use the reward levels Rc, Rw; the binary rules (MaxRL, pass@k) their
+    papers' 0/1 success indicators (`advantages.binary_method_advantages`, k = `passk_k`).
+    """
+    if update.advantage in advantages.BINARY_METHODS:
+        a_correct, a_wrong = advantages.binary_method_advantages(
+            update.advantage, num_correct, size, k=update.passk_k, eps=update.adv_eps)
+    else:
+        a_correct, a_wrong = advantages.binary_group_advantages(
+            num_correct, size, reward_correct=update.reward_correct,
+            reward_wrong=update.reward_wrong, normalise_std=update.advantage == "grpo",
+            eps=update.adv_eps,
+        )
+    if update.positive_weight != 1.0:
+        a_correct = a_correct * losses.positive_sample_weight(a_correct, update.positive_weight)
+        a_wrong = a_wrong * losses.positive_sample_weight(a_wrong, update.positive_weight)
+    return a_correct, a_wrong
+
+
+def unlikeliness_draw_advantages(update: UpdateConfig, correct_N, p_V, actions_N, weights_N, size):
+    """[N] per-draw advantages on the unlikeliness-shaped rewards (`rewards.unlikeliness`).
+
+    The correct draws are ranked by ascending log π(a) (draws of one action rank by position); the
+    success indicator s = 1 − β·rank/N of a correct draw maps to R = Rw + (Rc − Rw)·s, and the
+    group's mean-centred or GRPO advantage (population std) is taken over the counted draws.
+    """
+    valid = weights_N > 0
+    correct = correct_N & valid
+    logp_N = jnp.log(p_V[actions_N])
+    ranks = rewards.unlikeliness_ranks(correct, logp_N)
+    shaped = jnp.where(correct, 1.0 - update.unlikeliness_beta * ranks / size, 0.0)
+    r_N = update.reward_wrong + (update.reward_correct - update.reward_wrong) * shaped
+    mean = jnp.sum(jnp.where(valid, r_N, 0.0)) / size
+    centred = jnp.where(valid, r_N - mean, 0.0)
+    # an all-wrong group has r = Rw on every draw: centred exactly 0
+    centred = jnp.where(jnp.any(correct), centred, 0.0)
+    if update.advantage == "grpo":
+        std = jnp.sqrt(jnp.sum(centred**2) / size)
+        denom = std + update.adv_eps
+        centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1.0), 0.0)
+    if update.positive_weight != 1.0:
+        centred = centred * losses.positive_sample_weight(centred, update.positive_weight)
+    return centred
+
+
 def lean_update(update: UpdateConfig, tx, correct_V, z_V, p_V, opt_state, actions_N, weights_N,
                 gamma_t):
     """One policy update of a `has_closed_form_gradient` rule, from the group's draws.
@@ -68,16 +116,18 @@ def lean_update(update: UpdateConfig, tx, correct_V, z_V, p_V, opt_state, action
     # results between the two are tested).
     size = jax.lax.optimization_barrier(jnp.sum(weights_N))
     num_correct = jnp.sum(jnp.where(correct_N, weights_N, 0.0))
-    a_correct, a_wrong = advantages.binary_group_advantages(
-        num_correct, size, reward_correct=update.reward_correct,
-        reward_wrong=update.reward_wrong, normalise_std=update.advantage == "grpo",
-        eps=update.adv_eps,
-    )
     mu_hat = num_correct / size
     g = focal.focal_weight(mu_hat, gamma_t)
-    w_N = weights_N * g * jnp.where(correct_N, a_correct, a_wrong)  # each draw's c·A share
+    if update.unlikeliness_beta > 0:
+        w_N = weights_N * g * unlikeliness_draw_advantages(
+            update, correct_N, p_V, actions_N, weights_N, size)
+    else:
+        a_correct, a_wrong = class_advantages(update, num_correct, size)
+        w_N = weights_N * g * jnp.where(correct_N, a_correct, a_wrong)  # each draw's c·A share
     if update.surrogate == "linear":
         w_N = w_N * p_V[actions_N]
+        total = jnp.sum(w_N)
+    elif update.unlikeliness_beta > 0:
         total = jnp.sum(w_N)
     else:  # Σ_j w_j in closed form: X draws of advantage A_c, N − X of A_w
         total = g * (num_correct * a_correct + (size - num_correct) * a_wrong)

@@ -23,7 +23,8 @@ from catsim.errors import CatsimError
 
 SECTION_TITLES = {None: "method", "objective": "objective", "gamma": "focal γ schedule",
                   "components": "asym-GRPO components", "asym": "asym-GRPO hyper-parameters",
-                  "optimizer": "optimizer", "rollout": "rollout", "run": "run"}
+                  "optimizer": "optimizer", "rollout": "rollout", "run": "run",
+                  "rare": "rare-solution advantages (MaxRL, pass@k, NSR)"}
 
 
 def _default(section: str | None, field: str):

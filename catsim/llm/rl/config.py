@@ -17,6 +17,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from catsim.errors import CatsimError
+from catsim.llm.rl.rare import RL_ADVANTAGES, RareConfig
 from catsim.objectives import _validate as v
 from catsim.objectives import asymmetric, focal, losses
 from catsim.objectives.asymmetric import AsymmetricConfig
@@ -221,6 +222,7 @@ class RLConfig:
     # 2.0: near = at most 3 edits from a positive (docs/asymmetric-grpo.md §9 has the measurement)
     asym: AsymmetricConfig = AsymmetricConfig(delta=TRAINER_DELTA)
     components: AsymComponents = AsymComponents()  # which asym-GRPO components run
+    rare: RareConfig = RareConfig()  # MaxRL / pass@k advantage override, NSR λ (catsim.llm.rl.rare)
     optimizer: OptimizerConfig = OptimizerConfig()
     rollout: RolloutConfig = RolloutConfig()
     run: RunConfig = RunConfig()
@@ -248,6 +250,7 @@ class RLConfig:
         if self.objective.adv_std == "sample" and n < 2 and self.method_spec().advantage == "grpo":
             raise CatsimError("adv_std 'sample' (ddof 1, the default) needs a group size of at least 2; "
                               "a group of 1 has no spread (use adv_std 'population' for its zero advantages)")
+        self.rare.check(self.method_spec().advantage, n)
         if self.components.advantage == "baseline_free" and not self.use("channels"):
             raise CatsimError("asym_advantage 'baseline_free' is a form of the asym-GRPO channels: "
                               "switch on asym_channels (or use method asym-grpo)")
@@ -309,7 +312,7 @@ class RLConfig:
             dynamic_sampling=spec.dynamic_sampling if o.dynamic_sampling is None else o.dynamic_sampling,
             aggregation=spec.aggregation if o.aggregation is None else o.aggregation,
             overlong_shaping=spec.overlong_shaping if o.overlong_shaping is None else o.overlong_shaping,
-        )
+            advantage=spec.advantage if self.rare.advantage is None else self.rare.advantage)
 
     def gamma_schedule(self, num_train_prompts: int) -> GammaSchedule:
         """The γ schedule of a run on `num_train_prompts` train prompts: `gamma` with its epoch
@@ -385,7 +388,7 @@ class RLConfig:
             name = f"F-{name} γ={self.gamma.gamma:g}"
         if self.low_lr_gamma > 0:
             name += f" lr·m_{self.low_lr_gamma:g}"
-        return f"{name} N={self.group_size}"
+        return f"{name}{self.rare.label(METHODS[self.method].advantage)} N={self.group_size}"
 
 
 # flat option name -> (section or None for a top-level field, field, help text)
@@ -436,7 +439,10 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "reward_correct": ("objective", "reward_correct", "Rc: reward of a verifier score of 1"),
     "reward_wrong": ("objective", "reward_wrong", "Rw: reward of a verifier score of 0 (may be < 0)"),
     "batch_renorm": ("objective", "batch_renorm", "re-normalise advantages over the whole batch"),
-    "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator"),
+    "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator (also MaxRL's and passk_best's)"),
+    "advantage": ("rare", "advantage", "group advantage override (binary rules: score > 1/2 is correct)"),
+    "passk_k": ("rare", "passk_k", "k of --advantage passk_training / pkpo"),
+    "positive_weight": ("rare", "positive_weight", "NSR / W-REINFORCE λ on positive advantages (paper 0.1)"),
     "adv_std": ("objective", "adv_std", "GRPO std: population (ddof 0, the paper's analysis) or sample "
                                         "(ddof 1, verl and TRL)"),
     "aggregation": ("objective", "aggregation", "loss aggregation: token_mean (DAPO, App. B), sequence_mean "
@@ -489,7 +495,7 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
 CHOICES: dict[str, tuple[str, ...]] = {
     "method": tuple(METHODS),
     "gamma_schedule": focal.GAMMA_SCHEDULES,
-    "adv_std": ADV_STDS,
+    "adv_std": ADV_STDS, "advantage": RL_ADVANTAGES,
     "aggregation": AGGREGATIONS,
     "asym_advantage": ASYM_ADVANTAGES,
     "kl_estimator": KL_ESTIMATORS,

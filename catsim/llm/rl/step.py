@@ -124,8 +124,17 @@ def _advantages(cfg: RLConfig, scores, mask, mu, gamma, lengths_PxN):
     if kind == "grpo":
         ddof = 1 if o.adv_std == "sample" else 0
         base = jax.vmap(functools.partial(adv_lib.grpo, eps=o.adv_eps, ddof=ddof))(rewards)
+    elif kind in adv_lib.BINARY_METHODS:  # on the 0/1 verifier outcome (score > 1/2 is correct)
+        binary = (scores > 0.5).astype(jnp.float32)
+        rule = {"maxrl": functools.partial(adv_lib.maxrl, eps=o.adv_eps),
+                "passk_best": functools.partial(adv_lib.passk_best, eps=o.adv_eps),
+                "pkpo": functools.partial(adv_lib.pkpo, k=cfg.rare.passk_k),
+                "passk_training": functools.partial(adv_lib.passk_training, k=cfg.rare.passk_k)}[kind]
+        base = jax.vmap(rule)(binary)
     else:
         base = jax.vmap(adv_lib.ADVANTAGES[kind])(rewards)
+    if cfg.rare.positive_weight != 1.0:
+        base = base * losses.positive_sample_weight(base, cfg.rare.positive_weight)
     g = focal.focal_weight(mu, gamma)
     adv = g[:, None] * base * mask[:, None]
     if cfg.objective.batch_renorm:

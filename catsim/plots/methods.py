@@ -1,0 +1,73 @@
+"""Figures of the methods study (`catsim.experiments.methods.MethodsStudy`): final Mret and Qpos
+against N per method, and the Mret-vs-Qpos frontier per N."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from catsim.files import replacing
+
+
+def _save(fig, path) -> Path:
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(path, suffix=path.suffix) as tmp:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
+    plt.close(fig)
+    return path
+
+
+def plot_vs_n(study, path) -> Path:
+    """(a) final Mret vs N, (b) final Qpos vs N; one line per method (seed mean, bars = seed std)."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
+    n = np.asarray(study.group_sizes)
+    cmap = plt.get_cmap("tab20")
+    for i, name in enumerate(study.methods):
+        for ax, metric in zip(axes, ("mret", "qpos")):
+            values = getattr(study, metric)[i]
+            ax.errorbar(n, np.nanmean(values, -1), yerr=np.nanstd(values, -1), color=cmap(i % 20),
+                        marker="o", ms=3, lw=1.2, capsize=2, label=name,
+                        ls="-" if i < 6 else "--")
+    for ax, title in zip(axes, ("(a) final Mret (retained rare correct mass)", "(b) final Qpos")):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("group size N")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"methods study: {study.seeds} seeds, {study.steps} steps (paper scenario)")
+    return _save(fig, path)
+
+
+def plot_frontier(study, path) -> Path:
+    """Mret vs Qpos per N (one panel each), frontier methods ringed."""
+    import matplotlib.pyplot as plt
+
+    cols = min(len(study.group_sizes), 5)
+    rows = -(-len(study.group_sizes) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 3.0 * rows), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    m, q = study.mean("mret"), study.mean("qpos")
+    for j, n in enumerate(study.group_sizes):
+        ax = axes.flat[j]
+        front = set(study.frontier(j))
+        for i, name in enumerate(study.methods):
+            ax.scatter(q[i, j], m[i, j], color=cmap(i % 20), s=28, label=name if j == 0 else None,
+                       edgecolors="k" if i in front else "none", linewidths=1.2, zorder=3)
+        order = sorted(front, key=lambda i: q[i, j])
+        ax.plot(q[order, j], m[order, j], "k-", lw=0.6, zorder=2)
+        ax.set_title(f"N = {n}", fontsize=9)
+        ax.set_xlabel("Qpos", fontsize=8)
+        ax.set_ylabel("Mret", fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(study.group_sizes):]:
+        ax.axis("off")
+    fig.legend(loc="lower center", ncol=5, fontsize=7, bbox_to_anchor=(0.5, -0.02 - 0.03 * rows))
+    fig.suptitle("Mret vs Qpos per N (ringed: on the frontier)")
+    fig.tight_layout()
+    return _save(fig, path)
