@@ -9,7 +9,8 @@
 #   2. benchmarks/gpu_check.py: a Qwen2.5-0.5B-shaped model, one RL step's work at a realistic
 #      length (8 prompts × 8 samples × 1024 new tokens): rollout tok/s, RL step time, peak device
 #      memory, and `catsim llm plan`'s per-device estimate of the same step against it;
-#   3. `catsim llm plan` tables of that step (and 1 × 8192 tokens) as a user would ask for them.
+#   3. `catsim llm plan` tables of that step (and 1 × 8192 tokens) as a user would ask for them;
+#   4. the Maze study's `paper` preset: wall time per 100 RL steps (benchmarks/bench_maze_study_step.py).
 # Writes OUT_DIR/summary.txt (all parts' results) next to each part's own output and log.
 set -uo pipefail
 
@@ -18,7 +19,7 @@ SMOKE=""
 for arg in "$@"; do
   case "$arg" in
     --cpu-smoke) SMOKE="--cpu-smoke" ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     -*) echo "gpu_check.sh: unknown option $arg" >&2; exit 2 ;;
     *) OUT="$arg" ;;
   esac
@@ -78,4 +79,11 @@ for shape in "${SHAPES[@]}"; do
     --micro-batch "$micro" --remat --dtype bfloat16
   cat "$OUT/plan_${batch}x${seq}.log" >> "$SUMMARY"
 done
+# ---- 4. Maze study, `paper` preset (App. K): wall time per 100 RL steps ------------------------
+maze_study_step() {
+  run maze_study_step 150 $PY benchmarks/bench_maze_study_step.py --out "$OUT/maze_study_step" $SMOKE
+  grep -E "^maze study|^\{" "$OUT/maze_study_step.log" >> "$SUMMARY"
+}
+maze_study_step
+# ---- end of the Maze study part -----------------------------------------------------------------
 note "total $SECONDS s"

@@ -118,7 +118,7 @@ def cpu() -> StudyPreset:
     return StudyPreset(
         name="cpu", maze_size=7, hidden=64, layers=2, heads=4, sft_steps=1000, sft_batch=32, sft_lr=2e-3,
         sft_schedule="cosine", plan=((8, 3), (4, 1), (32, 1)), rl_steps=2000, prompts_per_step=0,
-        rollouts_per_step=256, mini_batch_prompts=0, learning_rate=1e-4, warmup_steps=2, eval_prompts=128,
+        rollouts_per_step=256, mini_batch_prompts=0, learning_rate=1e-4, warmup_steps=2, eval_prompts=256,
         eval_n=256, ks=PAPER_KS, checkpoints=4, curve_prompts=64, curve_n=64, test_m=64,
         test_iterations=10_000, eval_batch=2048)
 

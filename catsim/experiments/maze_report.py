@@ -93,5 +93,6 @@ def write_report(results: dict, out_dir: str | Path) -> Path:
             "", "## pass@k (%) beside the paper's App. K (ranges across N = 4…128)", "", *table_lines(results), "",
             "## F-GRPO − GRPO: paired test", "", *test_lines(results), "",
             "## Figures", "", *[f"![{f}]({f})" for f in FIGURES], "",
-            f"Provenance: commit {prov.get('git_commit', '?')}, {prov.get('cpu_model', '?'), {prov.get('cpu_count', '?')} CPUs, jax {prov.get('jax_version', '?')}}."]
+            f"Provenance: commit {prov.get('git_commit', '?')}, {prov.get('cpu_model', '?')}, "
+            f"{prov.get('cpu_count', '?')} CPUs, jax {prov.get('jax_version', '?')}."]
     return write_text(out / "report.md", "\n".join(text) + "\n")
