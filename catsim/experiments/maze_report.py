@@ -43,8 +43,7 @@ def table_lines(results: dict) -> list[str]:
     lines.append(f"| warm-up | – | {len(base)} | {_pct(b1)} | {_pct(bk)} | {_pct(bg)} | – | – | – |")
     for s in sorted(results["summary"], key=lambda s: (s["group_size"], s["method"] != "grpo", s["gamma"])):
         name = "GRPO" if s["method"] == "grpo" else f"F-GRPO γ={s['gamma']:g}"
-        runs = [r for r in results["runs"] if (r["method"], r["group_size"], r["gamma"]) ==
-                (s["method"], s["group_size"], s["gamma"])]
+        runs = plots.runs_of(results, s)
         dmass = np.mean([np.mean(np.asarray(r["final"]["solution_prob"]) -
                                  np.asarray(results["bases"][str(r["seed"])]["solution_prob"])) for r in runs])
         paper = PAPER["grpo" if s["method"] == "grpo" else "f-grpo"]

@@ -30,6 +30,12 @@ def _name(entry: dict) -> str:
     return "GRPO" if entry["method"] == "grpo" else f"F-GRPO γ={entry['gamma']:g}"
 
 
+def runs_of(results: dict, entry: dict) -> list[dict]:
+    """The runs (one per seed) of a summary entry's (method, N, γ)."""
+    key = (entry["method"], entry["group_size"], entry["gamma"])
+    return [r for r in results["runs"] if (r["method"], r["group_size"], r["gamma"]) == key]
+
+
 def _sizes(results: dict) -> list[int]:
     return sorted({r["group_size"] for r in results["runs"]})
 
@@ -45,8 +51,7 @@ def plot_passk(results: dict, path: str | Path) -> Path:
         ax.plot(base_ks, base, "k--", label="warm-up")
         for s in (s for s in results["summary"] if s["group_size"] == n):
             ks = sorted(int(k) for k in s["pass_at_k"])
-            runs = [r for r in results["runs"] if (r["method"], r["group_size"], r["gamma"]) ==
-                    (s["method"], n, s["gamma"])]
+            runs = runs_of(results, s)
             vals = np.asarray([[r["final"]["pass_at_k"][str(k)] for k in ks] for r in runs])
             (line,) = ax.plot(ks, vals.mean(axis=0), marker="o", ms=3, label=f"{_name(s)} ({len(runs)} seeds)")
             if len(runs) > 1:
@@ -69,8 +74,7 @@ def plot_passk_vs_step(results: dict, path: str | Path, ks=(1, 64)) -> Path:
     for row, k in enumerate(ks):
         for ax, n in zip(axes[row], sizes):
             for s in (s for s in results["summary"] if s["group_size"] == n):
-                runs = [r for r in results["runs"] if (r["method"], r["group_size"], r["gamma"]) ==
-                        (s["method"], n, s["gamma"])]
+                runs = runs_of(results, s)
                 curves = []
                 for r in runs:
                     base = results["bases"][str(r["seed"])]
