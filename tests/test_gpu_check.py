@@ -42,3 +42,4 @@ def test_the_cpu_smoke_run_completes_every_part(tmp_path):
     assert plan["per_device_bytes"] >= plan["param_bytes"] + plan["optimizer_bytes"]
     assert (tmp_path / "out" / "sweep" / "table.txt").is_file()
     assert "per_device_bytes (peak)" in summary
+    assert "[maze_study_step] ok" in summary and "s per 100 steps" in summary, summary  # Maze study part
