@@ -11,6 +11,7 @@ import pytest
 
 from catsim.cli.main import main
 from catsim.experiments import maze_presets
+from catsim.experiments.maze_report import FIGURES, write_report
 from catsim.experiments.maze_study import paired_tests, run_study
 from catsim.llm import evaluate as ev
 from catsim.llm.metrics import paired_subsample_test
@@ -41,6 +42,9 @@ def test_tiny_study_resumes_to_the_same_results(tmp_path):
         assert r["final"]["pass_at_k"][str(sp.eval_n)] == pytest.approx(np.mean(c > 0), abs=1e-12)
         assert len(r["final"]["solution_prob"]) == sp.eval_prompts and r["curve"][0]["step"] == sp.rl_steps
     assert {t["k"] for t in done["tests"]} == {1, 2, 4}
+    report = write_report(done, tmp_path / "report")  # the report and its figures from results alone
+    assert all((tmp_path / "report" / f).is_file() for f in FIGURES)
+    assert "| GRPO | 2 | 1 |" in report.read_text() and "65.6–75.8" in report.read_text()
     with pytest.raises(Exception, match="other settings"):  # another preset in the same directory
         run_study(out, dataclasses.replace(sp, rl_steps=3), progress=False, say=lambda *_: None)
 

@@ -113,7 +113,7 @@ def plot_solution_mass(results: dict, path: str | Path) -> Path:
 
 
 def plot_pvalues(results: dict, path: str | Path) -> Path:
-    """F-GRPO − GRPO: Δpass@k with its subsampling interval and p-value against k, per N and γ."""
+    """F-GRPO − GRPO: mean subsampled Δpass@k with its 95 % interval and p-value against k, per N and γ."""
     plt = _plt()
     sizes = _sizes(results)
     fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 3.4), squeeze=False, sharey=True)
@@ -121,9 +121,9 @@ def plot_pvalues(results: dict, path: str | Path) -> Path:
         for gamma in sorted({t["gamma"] for t in results["tests"] if t["group_size"] == n}):
             ts = [t for t in results["tests"] if t["group_size"] == n and t["gamma"] == gamma]
             ks = [t["k"] for t in ts]
-            d = np.asarray([t["delta"] for t in ts])
-            lo = d - np.asarray([t["interval"][0] - t["delta_mean"] + t["delta"] for t in ts])
-            hi = np.asarray([t["interval"][1] - t["delta_mean"] + t["delta"] for t in ts]) - d
+            d = np.asarray([t["delta_mean"] for t in ts])
+            lo = d - np.asarray([t["interval"][0] for t in ts])
+            hi = np.asarray([t["interval"][1] for t in ts]) - d
             ax.errorbar(ks, d, yerr=[np.maximum(lo, 0), np.maximum(hi, 0)], marker="o", ms=3, capsize=2,
                         label=f"γ={gamma:g}")
             for k, dv, t in zip(ks, d, ts):
