@@ -6,7 +6,12 @@ model, 256 prompts × N rollouts per step, 4 mini-batches), so a user knows the 
 A short warm-up (`--sft-steps`, default 50) stands in for the preset's 1,500 steps: its completions
 are longer than a trained model's (often running to the 224-token cap), so the time is an upper
 bound for the early steps. The first RL step (compilation) is reported apart; the per-100 figure is
-the median of the others × 100. --cpu-smoke: the `tiny` preset with the paper's shapes.
+the median of the others × 100. --cpu-smoke: the `tiny` preset (2 RL steps; --paper-shapes: with
+the paper's maze size and model shape).
+
+Measured CPU smoke with --paper-shapes (2-core machine shared, load 8–25, 2026-12-02): warm-up 165 s,
+first RL step 425 s (compilation), 4 RL steps of 32 rollouts 1,044 s wall, 3.6 min of CPU — it runs;
+the GPU figure is not measured yet.
 """
 
 from __future__ import annotations
@@ -28,11 +33,13 @@ def main() -> int:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--sft-steps", type=int, default=50)
-    parser.add_argument("--cpu-smoke", action="store_true")
+    parser.add_argument("--cpu-smoke", action="store_true", help="the tiny preset, 2 RL steps")
+    parser.add_argument("--paper-shapes", action="store_true", help="with --cpu-smoke: 17×17 mazes, the 3.15M model")
     args = parser.parse_args()
-    sp = maze_presets.tiny(paper_shapes=True) if args.cpu_smoke else maze_presets.paper()
+    sp = maze_presets.tiny(paper_shapes=args.paper_shapes) if args.cpu_smoke else maze_presets.paper()
+    steps = min(args.steps, 2) if args.cpu_smoke else args.steps
     sp = dataclasses.replace(sp, sft_steps=min(sp.sft_steps, args.sft_steps), plan=((args.group_size, 1),),
-                             rl_steps=args.steps, checkpoints=1)
+                             rl_steps=steps, checkpoints=1)
     out = Path(args.out)
     task = maze_study._task(sp)
     t0 = time.perf_counter()
@@ -52,8 +59,8 @@ def main() -> int:
                       "first_step_s": round(steps[0], 2), "rl_wall_s": round(wall, 1),
                       "response_length": round(statistics.mean(r["response_length"] for r in log), 1)}))
     print(f"maze study ({sp.name}) RL: {per100:.0f} s per 100 steps at N = {args.group_size} "
-          f"({sp.prompts(args.group_size) * args.group_size} rollouts/step); "
-          f"{sp.rl_steps if args.cpu_smoke else 20_000} steps ≈ {per100 * 200 / 3600:.1f} h per run at 20K steps")
+          f"({sp.prompts(args.group_size) * args.group_size} rollouts/step), ≈ {per100 * 200 / 3600:.1f} h per "
+          "20K-step run")
     return 0
 
 
