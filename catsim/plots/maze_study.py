@@ -26,6 +26,20 @@ def _save(fig, path: str | Path) -> Path:
     return Path(path)
 
 
+def _k_axis(ax, title: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_title(title)
+    ax.set_xlabel("k")
+    ax.grid(alpha=0.3)
+
+
+def _finish(fig, axes, ylabel: str, path: str | Path) -> Path:
+    axes[0][0].set_ylabel(ylabel)
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def _name(entry: dict) -> str:
     return "GRPO" if entry["method"] == "grpo" else f"F-GRPO γ={entry['gamma']:g}"
 
@@ -56,14 +70,8 @@ def plot_passk(results: dict, path: str | Path) -> Path:
             (line,) = ax.plot(ks, vals.mean(axis=0), marker="o", ms=3, label=f"{_name(s)} ({len(runs)} seeds)")
             if len(runs) > 1:
                 ax.fill_between(ks, vals.min(axis=0), vals.max(axis=0), color=line.get_color(), alpha=0.2)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"N = {n}")
-        ax.set_xlabel("k")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("pass@k (held-out mazes)")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, path)
+        _k_axis(ax, f"N = {n}")
+    return _finish(fig, axes, "pass@k (held-out mazes)", path)
 
 
 def plot_passk_vs_step(results: dict, path: str | Path, ks=(1, 64)) -> Path:
@@ -129,11 +137,5 @@ def plot_pvalues(results: dict, path: str | Path) -> Path:
             for k, dv, t in zip(ks, d, ts):
                 ax.annotate(f"p={t['p_value']:.2g}", (k, dv), fontsize=6, textcoords="offset points", xytext=(2, 4))
         ax.axhline(0, color="k", lw=0.8)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"N = {n}: F-GRPO − GRPO")
-        ax.set_xlabel("k")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("Δ pass@k (interval: subsampling)")
-    axes[0][-1].legend(fontsize=7)
-    fig.tight_layout()
-    return _save(fig, path)
+        _k_axis(ax, f"N = {n}: F-GRPO − GRPO")
+    return _finish(fig, axes, "Δ pass@k (interval: subsampling)", path)
