@@ -51,6 +51,8 @@ class StudyPreset:
     test_m: int = 256  # m of the paired m-out-of-n test (paper: 256 of n = 1024)
     test_iterations: int = 50_000  # paper: 50k
     eval_batch: int = 4096  # rollouts per generate call in evaluations
+    rollout_batch: int = 8192  # RL: most rollouts per generate call (0 = all at once; bounds the KV cache)
+    micro_batch: int = 1024  # RL: most rollouts per forward/backward pass (0 = the mini-batch)
     data_seed: int = 0  # the task's split seed (same held-out mazes for every seed)
 
     def __post_init__(self) -> None:
@@ -120,7 +122,7 @@ def cpu() -> StudyPreset:
         sft_schedule="cosine", plan=((8, 3), (4, 1), (32, 1)), rl_steps=2000, prompts_per_step=0,
         rollouts_per_step=256, mini_batch_prompts=0, learning_rate=1e-4, warmup_steps=2, eval_prompts=256,
         eval_n=256, ks=PAPER_KS, checkpoints=4, curve_prompts=64, curve_n=64, test_m=64,
-        test_iterations=10_000, eval_batch=2048)
+        test_iterations=10_000, eval_batch=2048, rollout_batch=0, micro_batch=0)
 
 
 def tiny(paper_shapes: bool = False) -> StudyPreset:
@@ -131,7 +133,7 @@ def tiny(paper_shapes: bool = False) -> StudyPreset:
         sft_schedule="constant", plan=((2, 1),), gammas=(0.5,), rl_steps=2, prompts_per_step=4,
         rollouts_per_step=0, mini_batch_prompts=2, learning_rate=1e-4, warmup_steps=0, n_heldout=8,
         eval_prompts=8, eval_n=8, ks=(1, 2, 4, 8), checkpoints=1, curve_prompts=4, curve_n=4, test_m=4,
-        test_iterations=200, eval_batch=64)
+        test_iterations=200, eval_batch=64, rollout_batch=0, micro_batch=0)
     if paper_shapes:
         base = dataclasses.replace(base, name="tiny-paper-shapes", maze_size=17, hidden=256, layers=3, heads=8)
     return base

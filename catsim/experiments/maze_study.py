@@ -119,11 +119,16 @@ def _rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, ma
     from catsim.llm.rl import RLConfig
 
     prompts, updates = sp.prompts(n), sp.updates(n)
+    mini = prompts // updates * n
     fields = {"method": "grpo", "group_size": n}
+    if sp.rollout_batch and sp.rollout_batch < prompts * n:  # whole groups per generate call
+        fields["rollout_batch_size"] = max(n, sp.rollout_batch // n * n)
+    if sp.micro_batch and sp.micro_batch < mini and mini % sp.micro_batch == 0:
+        fields["micro_batch_size"] = sp.micro_batch
     if method == "f-grpo":
         fields["gamma"] = gamma
     return RLConfig.from_flat(**fields, steps=sp.rl_steps, prompts_per_step=prompts,
-                              mini_batch_size=prompts // updates * n, learning_rate=sp.learning_rate,
+                              mini_batch_size=mini, learning_rate=sp.learning_rate,
                               warmup_steps=sp.warmup_steps, max_new_tokens=max_new, seed=seed,
                               data_seed=sp.data_seed, snapshot_every=max(1, sp.rl_steps // sp.checkpoints),
                               save_every=max(1, min(50, sp.rl_steps // sp.checkpoints)))
