@@ -13,6 +13,7 @@
 #   4. benchmarks/gpu_rollout.py: the RL rollout at the paper's shape (Qwen2.5-0.5B and 1.5B shapes,
 #      64 prompts × 8 samples, up to 2048 new tokens, skewed lengths), cascade and static engines,
 #      each beside the HBM roofline of the same work (weights + KV bytes per step ÷ bandwidth).
+#   5. the Maze study's `paper` preset: wall time per 100 RL steps (benchmarks/bench_maze_study_step.py).
 # Writes OUT_DIR/summary.txt (all parts' results) next to each part's own output and log.
 set -uo pipefail
 
@@ -21,7 +22,7 @@ SMOKE=""
 for arg in "$@"; do
   case "$arg" in
     --cpu-smoke) SMOKE="--cpu-smoke" ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     -*) echo "gpu_check.sh: unknown option $arg" >&2; exit 2 ;;
     *) OUT="$arg" ;;
   esac
@@ -85,4 +86,11 @@ done
 # 4. the rollout at the paper's shape against its HBM roofline
 run rollout 150 $PY benchmarks/gpu_rollout.py --out "$OUT" $SMOKE
 grep -E "^rollout " "$OUT/rollout.log" >> "$SUMMARY"
+# ---- 5. Maze study, `paper` preset (App. K): wall time per 100 RL steps ------------------------
+maze_study_step() {
+  run maze_study_step 150 $PY benchmarks/bench_maze_study_step.py --out "$OUT/maze_study_step" $SMOKE
+  grep -E "^maze study|^\{" "$OUT/maze_study_step.log" >> "$SUMMARY"
+}
+maze_study_step
+# ---- end of the Maze study part -----------------------------------------------------------------
 note "total $SECONDS s"

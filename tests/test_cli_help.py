@@ -11,7 +11,8 @@ import pytest
 from catsim.cli.main import build_parser, main
 
 COMMANDS = [("simulate",), ("sweep",), ("lemma",), ("mass-step",), ("verify",), ("reproduce",),
-            ("llm", "pipeline"), ("llm", "compare"), ("llm", "advise"), ("llm", "advise-study")]
+            ("llm", "pipeline"), ("llm", "compare"), ("llm", "advise"), ("llm", "advise-study"),
+            ("llm", "maze-study")]
 
 
 def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -45,3 +45,4 @@ def test_the_cpu_smoke_run_completes_every_part(tmp_path):
     rollout = json.loads((tmp_path / "out" / "rollout_check.json").read_text())["models"][0]
     assert rollout["rows"] == 8 and rollout["cascade"]["useful_tokens"] == rollout["static"]["useful_tokens"]
     assert "rollout Qwen2.5-0.5B cascade" in summary
+    assert "[maze_study_step] ok" in summary and "s per 100 steps" in summary, summary  # Maze study part

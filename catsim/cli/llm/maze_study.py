@@ -1,0 +1,76 @@
+"""`catsim llm maze-study`: the paper's Maze experiment (§5.2, App. K) — warm-up once per seed, GRPO
+and F-GRPO (every γ) at every N from the same warm-up, pass@k for k = 1…256 on held-out mazes (and
+against RL step), per-maze π(solution) before/after, the paired m-out-of-n test of F-GRPO − GRPO.
+Resumable: rerun the same command to go on (a different preset in the same --out is refused).
+
+examples:
+  catsim llm maze-study --out runs/maze-study --preset cpu              # the CPU study (split: --max-runs)
+  catsim llm maze-study --out runs/maze-paper --preset paper            # App. K as written (a GPU)
+  catsim llm maze-study --out runs/maze-study --report figures/maze-study   # report + figures only
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from catsim.errors import CatsimError
+
+
+def register(subparsers) -> None:
+    from catsim.tracking import add_log_to_argument
+
+    parser = subparsers.add_parser("maze-study", help="the paper's Maze study: GRPO vs F-GRPO, pass@k, test",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="study directory (reruns resume)")
+    parser.add_argument("--preset", default="cpu", help="paper, cpu or tiny (default: cpu)")
+    parser.add_argument("--paper-shapes", action="store_true",
+                        help="with --preset tiny: 17×17 mazes and the paper's model shape (default: off)")
+    parser.add_argument("--seeds", type=int, help="seeds (warm-ups) for every N (default: the preset's plan)")
+    parser.add_argument("--group-sizes", help="comma list of N (default: the preset's)")
+    parser.add_argument("--gammas", help="comma list of F-GRPO γ (default: the preset's, 0.5,1 for paper/cpu)")
+    parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all)")
+    parser.add_argument("--report", metavar="DIR",
+                        help="write report.md + figures from OUT/results.json into DIR, run nothing (default: off)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars (default: shown on a terminal)")
+    add_log_to_argument(parser)
+    parser.set_defaults(func=run)
+
+
+def preset_from_args(args):
+    from catsim.cli.args import parse_float_list, parse_int_list
+    from catsim.experiments import maze_presets
+
+    if args.paper_shapes and args.preset != "tiny":
+        raise CatsimError("--paper-shapes goes with --preset tiny")
+    sp = maze_presets.tiny(True) if args.paper_shapes else maze_presets.preset(args.preset)
+    if args.max_runs is not None and args.max_runs < 1:
+        raise CatsimError(f"--max-runs must be >= 1, got {args.max_runs}")
+    sizes = None if args.group_sizes is None else parse_int_list(args.group_sizes, "--group-sizes")
+    gammas = None if args.gammas is None else parse_float_list(args.gammas, "--gammas")
+    return sp.with_overrides(seeds=args.seeds, group_sizes=sizes, gammas=gammas)
+
+
+def run(args) -> int:
+    from catsim.cli.args import show_progress
+    from catsim.cli.main import check_output_path
+
+    if args.report:
+        from catsim.experiments.maze_report import write_report
+        from catsim.experiments.maze_study import load_results
+
+        results = load_results(args.out)
+        check_output_path(f"{args.report}/report.md", "--report")
+        print(f"report: {write_report(results, args.report)}")
+        return 0
+    sp = preset_from_args(args)  # every check before any work
+    check_output_path(f"{args.out}/study.json", "--out")
+    from catsim.experiments.maze_study import run_study
+
+    results = run_study(args.out, sp, progress=show_progress(False if args.quiet else None),
+                        log_to=args.log_to, max_runs=args.max_runs)
+    if results is not None:
+        from catsim.experiments.maze_report import table_lines
+
+        print("\n".join(table_lines(results)))
+        print(f"results: {args.out}/results.json")
+    return 0

@@ -1,0 +1,262 @@
+"""The paper's Maze study (§5.2, App. K): does F-GRPO keep pass@k where GRPO loses it?
+
+    results = run_study("runs/maze-study", maze_presets.cpu())
+
+For every seed s: one supervised warm-up (`catsim.llm.sft`, init and batch order seeded by s),
+then from that same warm-up model GRPO and F-GRPO at every γ, at every group size N of the
+preset's plan (RL seed s). Every model — the warm-up and each RL run's final policy — is scored
+on the same held-out mazes (split seed `data_seed`): n samples per maze at temperature 1, pass@k
+for the preset's k by the unbiased estimator (`catsim.llm.metrics.pass_at_k`), and π(solution)
+per maze by teacher forcing (the maze has one solution). Every RL run also writes
+`checkpoints` evenly spaced snapshots, each scored with `curve_n` samples on `curve_prompts`
+mazes: pass@k against RL step (the paper's early pass@K drop).
+
+F-GRPO − GRPO at each k is tested with the paper's paired m-out-of-n subsampling
+(`catsim.llm.metrics.paired_subsample_test`, two-sided, α = 0.05): the units are (seed, maze)
+pairs — the same maze under the GRPO and the F-GRPO run of one seed, which share a warm-up —
+and each iteration draws m of the n samples of every unit, independently for the two methods.
+
+Files (everything resumes: a finished piece is read back, an interrupted RL run resumes from its
+state):
+    <out>/study.json                 the preset (a different one in the same directory is refused)
+    <out>/s<seed>/base/              warm-up model;  <out>/s<seed>/base_eval.json
+    <out>/s<seed>/<run>/             RL run (`catsim.llm.rl.run_rl`);  <out>/s<seed>/<run>/eval.json
+    <out>/results.json               everything the report needs (`catsim.experiments.maze_report`)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.experiments import provenance
+from catsim.experiments._io import write_text
+from catsim.experiments.maze_presets import StudyPreset
+
+STUDY_FILE = "study.json"
+RESULTS_FILE = "results.json"
+
+
+def run_names(sp: StudyPreset) -> list[tuple[str, int, float, int]]:
+    """Every RL run of the study as (method, N, γ, seed), seeds outermost: GRPO (γ = 0) then F-GRPO
+    at every γ, for every N of the plan."""
+    out = []
+    for seed in range(max(s for _, s in sp.plan)):
+        for n, seeds in sp.plan:
+            if seed < seeds:
+                out += [("grpo", n, 0.0, seed)] + [("f-grpo", n, g, seed) for g in sp.gammas]
+    return out
+
+
+def run_label(method: str, n: int, gamma: float) -> str:
+    return f"{method}-N{n}" + (f"-g{gamma:g}" if method != "grpo" else "")
+
+
+def _task(sp: StudyPreset):
+    from catsim.llm.tasks import make_task
+
+    return make_task("maze", size=sp.maze_size, algorithm=sp.algorithm, n_heldout=sp.n_heldout)
+
+
+def _read(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _write(path: Path, data: dict) -> dict:
+    write_text(path, json.dumps(data, indent=1, default=str) + "\n")
+    return data
+
+
+def _check_study_file(out: Path, sp: StudyPreset) -> None:
+    want = json.loads(json.dumps(dataclasses.asdict(sp)))
+    have = _read(out / STUDY_FILE)
+    if have is not None and have.get("preset") != want:
+        diff = sorted(k for k in want if have.get("preset", {}).get(k) != want[k])
+        raise CatsimError(f"{out} holds a maze study with other settings ({', '.join(diff)}); "
+                          "use another --out or the same settings")
+    if have is None:
+        _write(out / STUDY_FILE, {"preset": want})
+
+
+def _warm_up(sp: StudyPreset, task, out: Path, seed: int, progress: bool) -> Path:
+    from catsim.llm.sft import ModelSize, SFTConfig, run_sft
+
+    if not ((out / "config.json").is_file() and (out / "catsim_task.json").is_file()):
+        cfg = SFTConfig(steps=sp.sft_steps, batch_size=sp.sft_batch, learning_rate=sp.sft_lr,
+                        lr_schedule=sp.sft_schedule, warmup_steps=min(20, sp.sft_steps // 10), seed=seed,
+                        data_seed=sp.data_seed, save_every=max(1, min(100, sp.sft_steps // 4)))
+        run_sft(task, cfg, ModelSize(hidden_size=sp.hidden, num_layers=sp.layers, num_heads=sp.heads), out,
+                eval_prompts=0, progress=progress)
+    return out
+
+
+def evaluate(sp: StudyPreset, task, model_dir: Path, *, n: int, n_prompts: int, ks, label: str,
+             progress: bool, solution_mass: bool) -> dict:
+    """pass@k counts of one model on the first `n_prompts` held-out mazes (n samples each, τ = 1),
+    the greedy solve rate, and π(solution) per maze when `solution_mass`."""
+    from catsim.llm import evaluate as ev
+
+    policy = ev.load_policy(model_dir)
+    max_new = task.max_answer_chars + 1
+    res = ev.evaluate_passk(policy, task, n=n, ks=[k for k in ks if k <= n], n_prompts=n_prompts,
+                            data_seed=sp.data_seed, max_new_tokens=max_new, seed=12345,
+                            batch_size=sp.eval_batch, progress=progress, label=label)
+    prompts = ev.eval_prompts(task, "heldout", sp.data_seed, n_prompts)
+    greedy = ev.sample(policy, task, prompts, 1, max_new_tokens=max_new, batch_size=sp.eval_batch,
+                       temperature=0.0)
+    res["greedy_solve_rate"] = float(np.mean(greedy.scores >= 1.0))
+    if solution_mass:
+        res["solution_prob"] = [float(m[0]) for m in ev.answer_mass_table(policy, task, prompts)]
+    return json.loads(json.dumps(res))  # the keys as results.json reads them back (k as strings)
+
+
+def _rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, max_new: int):
+    from catsim.llm.rl import RLConfig
+
+    prompts, updates = sp.prompts(n), sp.updates(n)
+    mini = prompts // updates * n
+    fields = {"method": "grpo", "group_size": n}
+    if sp.rollout_batch and sp.rollout_batch < prompts * n:  # whole groups per generate call
+        fields["rollout_batch_size"] = max(n, sp.rollout_batch // n * n)
+    if sp.micro_batch and sp.micro_batch < mini and mini % sp.micro_batch == 0:
+        fields["micro_batch_size"] = sp.micro_batch
+    if method == "f-grpo":
+        fields["gamma"] = gamma
+    return RLConfig.from_flat(**fields, steps=sp.rl_steps, prompts_per_step=prompts,
+                              mini_batch_size=mini, learning_rate=sp.learning_rate,
+                              warmup_steps=sp.warmup_steps, max_new_tokens=max_new, seed=seed,
+                              data_seed=sp.data_seed, snapshot_every=max(1, sp.rl_steps // sp.checkpoints),
+                              save_every=max(1, min(50, sp.rl_steps // sp.checkpoints)))
+
+
+def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, log_to: tuple = (),
+              max_runs: int | None = None, say=print) -> dict | None:
+    """Run (or resume) the study in `out_dir` and write results.json; returns the results, or None
+    when `max_runs` RL runs were done this call and more remain (rerun to go on)."""
+    from catsim.llm.rl import run_rl
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _check_study_file(out, sp)
+    task = _task(sp)
+    max_new = task.max_answer_chars + 1
+    t0 = time.perf_counter()
+    runs = run_names(sp)
+    bases: dict[int, dict] = {}
+    done_now = 0
+    for i, (method, n, gamma, seed) in enumerate(runs):
+        sdir = out / f"s{seed}"
+        if seed not in bases:
+            base_dir = _warm_up(sp, task, sdir / "base", seed, progress)
+            bases[seed] = _read(sdir / "base_eval.json") or _write(sdir / "base_eval.json", evaluate(
+                sp, task, base_dir, n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks, label=f"s{seed} eval base",
+                progress=progress, solution_mass=True))
+            say(f"seed {seed}: warm-up greedy solve rate {bases[seed]['greedy_solve_rate']:.3f}, "
+                f"pass@1 {bases[seed]['pass_at_k']['1']:.3f}")
+        label = run_label(method, n, gamma)
+        rdir = sdir / label
+        if (rdir / "eval.json").is_file():
+            continue
+        if max_runs is not None and done_now >= max_runs:
+            say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
+            return None
+        cfg = _rl_config(sp, method, n, gamma, seed, max_new)
+        result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to)
+        final = evaluate(sp, task, Path(result.out_dir) / "model", n=sp.eval_n, n_prompts=sp.eval_prompts,
+                         ks=sp.ks, label=f"s{seed} eval {label}", progress=progress, solution_mass=True)
+        curve = []
+        for snap in sorted((rdir / "checkpoints").glob("step_*")):
+            e = evaluate(sp, task, snap, n=sp.curve_n, n_prompts=sp.curve_prompts, ks=sp.ks,
+                         label=f"s{seed} {label} {snap.name}", progress=progress, solution_mass=False)
+            curve.append({"step": int(snap.name.split("_")[1]), "pass_at_k": e["pass_at_k"],
+                          "greedy_solve_rate": e["greedy_solve_rate"]})
+        from catsim.llm.rl import read_log
+
+        log = read_log(rdir)
+        _write(rdir / "eval.json", {"method": method, "group_size": n, "gamma": gamma, "seed": seed,
+                                    "label": label, "final": final, "curve": curve,
+                                    "rl_seconds": float(sum(r["step_seconds"] for r in log)),
+                                    "reward_curve": [float(r["reward"]) for r in log]})
+        done_now += 1
+        say(f"[{i + 1}/{len(runs)}] s{seed} {label}: pass@1 {final['pass_at_k'].get('1', float('nan')):.3f}, "
+            f"greedy {final['greedy_solve_rate']:.3f}, RL {sum(r['step_seconds'] for r in log) / len(log):.3f} s/step")
+    results = collect(out, sp)
+    results["seconds_this_call"] = time.perf_counter() - t0
+    results["provenance"] = provenance.collect()
+    return _write(out / RESULTS_FILE, results)
+
+
+def collect(out: Path, sp: StudyPreset) -> dict:
+    """results.json's content from the run directories (every run must be evaluated)."""
+    bases = {}
+    runs = []
+    for method, n, gamma, seed in run_names(sp):
+        bases.setdefault(seed, _read(out / f"s{seed}" / "base_eval.json"))
+        ev = _read(out / f"s{seed}" / run_label(method, n, gamma) / "eval.json")
+        if ev is None:
+            raise CatsimError(f"run s{seed}/{run_label(method, n, gamma)} has no evaluation yet; rerun the study")
+        runs.append(ev)
+    return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))), "bases": {str(s): b for s, b in bases.items()},
+            "runs": runs, "summary": summarize(runs, sp), "tests": paired_tests(runs, sp)}
+
+
+def summarize(runs: list[dict], sp: StudyPreset) -> list[dict]:
+    """Per (method, N, γ): mean and seed spread (sample std, ddof 1; 0 with one seed) of pass@k,
+    the greedy solve rate, and the mean per-maze change of π(solution) from the warm-up."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["method"], r["group_size"], r["gamma"]), []).append(r)
+    out = []
+    for (method, n, gamma), rs in groups.items():
+        entry = {"method": method, "group_size": n, "gamma": gamma, "seeds": [r["seed"] for r in rs],
+                 "pass_at_k": {}, "pass_at_k_std": {}}
+        for k in rs[0]["final"]["pass_at_k"]:
+            vals = np.asarray([r["final"]["pass_at_k"][k] for r in rs])
+            entry["pass_at_k"][k] = float(vals.mean())
+            entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+        entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
+        out.append(entry)
+    return out
+
+
+def _pooled(runs: list[dict], method: str, n: int, gamma: float) -> dict[int, list[int]]:
+    return {r["seed"]: r["final"]["num_correct"] for r in runs
+            if r["method"] == method and r["group_size"] == n and r["gamma"] == gamma}
+
+
+def paired_tests(runs: list[dict], sp: StudyPreset, alpha: float = 0.05) -> list[dict]:
+    """F-GRPO − GRPO at every N, γ and k ≤ m: the paired m-out-of-n subsampling test over (seed,
+    maze) units (see the module docstring)."""
+    from catsim.llm.metrics import paired_subsample_test
+
+    tests = []
+    for n, _ in sp.plan:
+        plain = _pooled(runs, "grpo", n, 0.0)
+        for gamma in sp.gammas:
+            focal = _pooled(runs, "f-grpo", n, gamma)
+            seeds = sorted(set(plain) & set(focal))
+            if not seeds:
+                continue
+            ca = np.concatenate([plain[s] for s in seeds])
+            cb = np.concatenate([focal[s] for s in seeds])
+            for k in (k for k in sp.ks if k <= sp.test_m):
+                res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
+                                            seed=1000 * n + k)
+                tests.append({"group_size": n, "gamma": gamma, "seeds": seeds, "units": int(ca.size),
+                              "significant": res["p_value"] < alpha, "alpha": alpha, **res})
+    return tests
+
+
+def load_results(out_dir: str | Path) -> dict:
+    path = Path(out_dir) / RESULTS_FILE
+    if not path.is_file():
+        raise CatsimError(f"{path} not found: run `catsim llm maze-study --out {out_dir}` first")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise CatsimError(f"{path} is not valid JSON: {exc}") from None

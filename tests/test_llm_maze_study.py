@@ -1,0 +1,100 @@
+"""The Maze study: the runner on the `tiny` preset (resume after an interrupt gives the same
+results), the paired test against hand-computed cases, pass@n = the empirical solve rate, and bad
+CLI input."""
+
+import dataclasses
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from catsim.cli.main import main
+from catsim.experiments import maze_presets
+from catsim.experiments.maze_report import FIGURES, write_report
+from catsim.experiments.maze_study import paired_tests, run_study
+from catsim.llm import evaluate as ev
+from catsim.llm.metrics import paired_subsample_test
+
+
+def _numbers(results: dict) -> dict:
+    """Everything but wall times."""
+    runs = [{k: v for k, v in r.items() if k != "rl_seconds"} for r in results["runs"]]
+    return {"bases": results["bases"], "runs": runs, "summary": results["summary"], "tests": results["tests"]}
+
+
+def test_tiny_study_resumes_to_the_same_results(tmp_path):
+    sp = maze_presets.tiny()
+    out = tmp_path / "study"
+    assert run_study(out, sp, progress=False, max_runs=1, say=lambda *_: None) is None  # "interrupted"
+    first = out / "s0" / "grpo-N2" / "eval.json"
+    assert first.is_file() and not (out / "s0" / "f-grpo-N2-g0.5" / "eval.json").exists()
+    stamp = first.stat().st_mtime_ns
+    done = run_study(out, sp, progress=False, say=lambda *_: None)
+    assert first.stat().st_mtime_ns == stamp  # the finished run was reused, not rerun
+    # redo the second run from nothing: the same numbers (every step is a pure function of its inputs)
+    shutil.rmtree(out / "s0" / "f-grpo-N2-g0.5")
+    again = run_study(out, sp, progress=False, say=lambda *_: None)
+    assert json.dumps(_numbers(again), sort_keys=True) == json.dumps(_numbers(done), sort_keys=True)
+    assert [(r["method"], r["gamma"]) for r in done["runs"]] == [("grpo", 0.0), ("f-grpo", 0.5)]
+    for r in done["runs"]:  # pass@k at k = n is the share of mazes with at least one correct sample
+        c = np.asarray(r["final"]["num_correct"])
+        assert r["final"]["pass_at_k"][str(sp.eval_n)] == pytest.approx(np.mean(c > 0), abs=1e-12)
+        assert len(r["final"]["solution_prob"]) == sp.eval_prompts and r["curve"][0]["step"] == sp.rl_steps
+    assert {t["k"] for t in done["tests"]} == {1, 2, 4}
+    report = write_report(done, tmp_path / "report")  # the report and its figures from results alone
+    assert all((tmp_path / "report" / f).is_file() for f in FIGURES)
+    assert "| GRPO | 2 | 1 |" in report.read_text() and "65.6–75.8" in report.read_text()
+    with pytest.raises(Exception, match="other settings"):  # another preset in the same directory
+        run_study(out, dataclasses.replace(sp, rl_steps=3), progress=False, say=lambda *_: None)
+
+
+def test_passk_at_n_is_the_empirical_rate():
+    c = np.random.default_rng(0).integers(0, 2, size=50) * np.random.default_rng(1).integers(0, 17, size=50)
+    s = ev.passk_summary(c, 16, [1, 16])
+    assert s["pass_at_k"][16] == pytest.approx(np.mean(c > 0), abs=1e-12)
+    assert s["pass_at_k"][1] == pytest.approx(np.mean(c / 16), abs=1e-12)
+
+
+@pytest.mark.parametrize("n, m, a, b, p, delta", [
+    (3, 1, [1], [3], 2 / 3, 2 / 3),  # Δ = 1 − X, X ~ Bernoulli(1/3): Pr(Δ ≤ 0) = 1/3
+    (4, 2, [2], [4], 1 / 3, 1 / 2),  # pass@1 on 2 of 4 = X/2, X ~ Hypergeom(2, 2, 2): Pr(X = 2) = 1/6
+])
+def test_paired_test_hand_cases(n, m, a, b, p, delta):
+    res = paired_subsample_test(n, a, b, k=1, m=m, iterations=40_000, seed=3)
+    assert res["p_value"] == pytest.approx(p, abs=0.015)
+    assert res["delta"] == pytest.approx(delta, abs=1e-12)
+
+
+def test_pooled_test_over_seeds_hand_case():
+    """Two seeds, one maze each, n = 3, m = 1: Δ = 1 − (X1 + X2)/2 with X ~ Bernoulli(1/3), so
+    Pr(Δ ≤ 0) = 1/9 and the two-sided p = 2/9; the units are (seed, maze) pairs."""
+    sp = dataclasses.replace(maze_presets.tiny(), plan=((2, 2),), eval_n=3, ks=(1,), test_m=1,
+                             test_iterations=40_000)
+    runs = [{"method": meth, "group_size": 2, "gamma": g, "seed": s, "final": {"num_correct": [c]}}
+            for s in (0, 1) for meth, g, c in (("grpo", 0.0, 1), ("f-grpo", 0.5, 3))]
+    (t,) = paired_tests(runs, sp)
+    assert t["units"] == 2 and t["seeds"] == [0, 1] and t["m"] == 1 and t["n"] == 3
+    assert t["p_value"] == pytest.approx(2 / 9, abs=0.012)
+    assert t["significant"] is False
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "huge"], "unknown maze-study preset"),
+    (["--seeds", "0"], "--seeds must be >= 1"),
+    (["--gammas", "0"], "gammas must be > 0"),
+    (["--group-sizes", "3"], "must be divisible by N = 3"),
+    (["--paper-shapes"], "--paper-shapes goes with --preset tiny"),
+    (["--max-runs", "0"], "--max-runs must be >= 1"),
+])
+def test_bad_input_is_one_line(argv, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["llm", "maze-study", "--out", "OUT", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and "\n" not in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_report_from_results(tmp_path, capsys):
+    assert main(["llm", "maze-study", "--out", str(tmp_path / "none"), "--report", str(tmp_path / "r")]) == 2
+    assert "not found" in capsys.readouterr().err
