@@ -32,3 +32,39 @@ def test_the_suffix_ends_the_temporary_name(tmp_path):
         np.savez(tmp, x=np.arange(3))
     np.testing.assert_array_equal(np.load(path)["x"], np.arange(3))
     assert [p.name for p in tmp_path.iterdir()] == ["results.npz"]
+
+
+def test_save_figure_writes_by_suffix_atomically_and_closes(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from catsim.plots.save import save_figure
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    pdf = save_figure(fig, tmp_path / "sub" / "f.pdf", close=False)
+    png = save_figure(fig, tmp_path / "sub" / "f.png", dpi=50)
+    assert pdf.read_bytes()[:4] == b"%PDF" and png.read_bytes()[:4] == b"\x89PNG"
+    assert not plt.fignum_exists(fig.number)
+    fig, _ = plt.subplots()
+
+    def crash(tmp, **_):
+        tmp.write_bytes(b"half a figure")
+        raise RuntimeError("crash mid-write")
+
+    fig.savefig = crash
+    with pytest.raises(RuntimeError):  # a failed write keeps the old figure and leaves no temporary file
+        save_figure(fig, tmp_path / "sub" / "f.png")
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in png.parent.iterdir()) == ["f.pdf", "f.png"]
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_every_plot_is_written_by_the_one_figure_writer():
+    from pathlib import Path
+
+    plots = Path(__file__).resolve().parents[1] / "catsim" / "plots"
+    direct = [p.name for p in plots.glob("*.py") if p.name != "save.py" and ".savefig(" in p.read_text()]
+    assert not direct, direct

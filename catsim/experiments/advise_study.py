@@ -30,8 +30,7 @@ import numpy as np
 from scipy import stats
 
 from catsim.errors import CatsimError
-from catsim.experiments._io import write_text
-from catsim.files import replacing
+from catsim.files import replacing, write_text
 from catsim.theory import planning
 
 

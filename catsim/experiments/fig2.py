@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from catsim.experiments._io import write_text
+from catsim.files import write_text
 from catsim.plots.fig2 import plot_fig2
 from catsim.sim.analysis import format_table
 from catsim.sim.config import (

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments._io import write_text
+from catsim.files import write_text
 from catsim.plots.horizons import plot_half_loss, plot_heatmaps
 from catsim.sim import horizons as H
 from catsim.sim.analysis import COLLAPSE_THRESHOLD, _span, find_regimes

@@ -40,8 +40,8 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.experiments import provenance
-from catsim.experiments._io import write_text
 from catsim.experiments.llm_report import training_curves, write_report
+from catsim.files import write_text
 from catsim.llm import evaluate as ev
 from catsim.llm import metrics
 from catsim.llm.model.sharding import barrier, is_primary

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments._io import write_text
+from catsim.files import write_text
 from catsim.llm.rl import read_log
 from catsim.plots.llm_compare import plot_comparison
 from catsim.plots.llm_rl import plot_passk_curves, plot_theory_overlay, plot_training_dynamics

@@ -1,16 +1,21 @@
-"""The Maze study's report: report.md (our table beside the paper's App. K numbers, the paired
-tests, the seed spread, π(solution) change) and four figures, from results.json alone.
+"""The Maze study's report: report.md (the answer to the paper's question with its test and
+confidence, our table beside the paper's App. K numbers, how this regime differs from the paper's,
+the paired tests, the seed spread, the π(solution) change), four figures and a copy of results.json,
+from results.json alone.
 
-    write_report(load_results("runs/maze-study"), "figures/maze-study")
+    write_report(load_results("runs/maze-study"), "figures/maze-study", study_dir="runs/maze-study")
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from catsim.experiments._io import write_text
+from catsim.experiments.maze_presets import paper
+from catsim.experiments.maze_study import solution_prob_change
+from catsim.files import write_text
 from catsim.plots import maze_study as plots
 
 # F-GRPO §5.2 / App. K as summarised in THEORY.md §5: ranges across N ∈ {4, …, 128}, in percent.
@@ -30,6 +35,10 @@ def _spread(summary: dict, k: str) -> str:
     return f"{_pct(summary['pass_at_k'][k])} ± {_pct(summary['pass_at_k_std'][k])}"
 
 
+def _name(method: str, gamma: float) -> str:
+    return "GRPO" if method == "grpo" else f"F-GRPO γ={gamma:g}"
+
+
 def table_lines(results: dict) -> list[str]:
     """Markdown table: pass@1 and pass@k_max (%, seed mean ± sample std) per method and N, beside
     the paper's ranges, plus the greedy solve rate and the mean change of π(solution)."""
@@ -42,17 +51,22 @@ def table_lines(results: dict) -> list[str]:
     bg = np.mean([b["greedy_solve_rate"] for b in base])
     lines.append(f"| warm-up | – | {len(base)} | {_pct(b1)} | {_pct(bk)} | {_pct(bg)} | – | – | – |")
     for s in sorted(results["summary"], key=lambda s: (s["group_size"], s["method"] != "grpo", s["gamma"])):
-        name = "GRPO" if s["method"] == "grpo" else f"F-GRPO γ={s['gamma']:g}"
-        runs = plots.runs_of(results, s)
-        dmass = np.mean([np.mean(np.asarray(r["final"]["solution_prob"]) -
-                                 np.asarray(results["bases"][str(r["seed"])]["solution_prob"])) for r in runs])
-        paper = PAPER["grpo" if s["method"] == "grpo" else "f-grpo"]
+        dmass = s.get("solution_prob_change")
+        if dmass is None:  # results.json of an earlier version
+            dmass = np.mean([solution_prob_change(r, results["bases"][str(r["seed"])])
+                             for r in plots.runs_of(results, s)])
+        paper_ = PAPER["grpo" if s["method"] == "grpo" else "f-grpo"]
         ref = s["method"] == "grpo" or s["gamma"] == 0.5  # the paper reports F-GRPO at γ = 0.5
-        p1 = "{:.1f}–{:.1f}".format(*paper["1"]) if ref else "–"
-        p256 = "{:.1f}–{:.1f}".format(*paper["256"]) if ref else "–"
-        lines.append(f"| {name} | {s['group_size']} | {len(s['seeds'])} | {_spread(s, '1')} | {_spread(s, kmax)} | "
-                     f"{_pct(s['greedy_solve_rate'])} | {dmass:+.3f} | {p1} | {p256} |")
+        p1 = "{:.1f}–{:.1f}".format(*paper_["1"]) if ref else "–"
+        p256 = "{:.1f}–{:.1f}".format(*paper_["256"]) if ref else "–"
+        lines.append(f"| {_name(s['method'], s['gamma'])} | {s['group_size']} | {len(s['seeds'])} | "
+                     f"{_spread(s, '1')} | {_spread(s, kmax)} | {_pct(s['greedy_solve_rate'])} | {dmass:+.3f} | "
+                     f"{p1} | {p256} |")
     return lines
+
+
+def _per_seed(t: dict) -> str:
+    return ", ".join(f"{float(v):+.3f}" for _, v in sorted(t.get("delta_per_seed", {}).items(), key=lambda kv: int(kv[0])))
 
 
 def test_lines(results: dict) -> list[str]:
@@ -62,17 +76,131 @@ def test_lines(results: dict) -> list[str]:
     t0 = tests[0]
     lines = [f"Paired m-out-of-n subsampling over (seed, maze) units: n = {t0['n']} samples per maze, "
              f"m = {t0['m']}, {t0['iterations']} iterations, two-sided α = {t0['alpha']}; Δ = F-GRPO − GRPO "
-             "(full-sample), interval = 95 % of the subsampled Δ.", "",
-             "| N | γ | units | k | Δ pass@k | interval | p | significant |", "|---|---|---|---|---|---|---|---|"]
+             "(full-sample), interval = 95 % of the subsampled Δ; per seed: each seed's own full-sample Δ.", "",
+             "| N | γ | units | k | Δ pass@k | interval | p | significant | Δ per seed |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for t in tests:
         lines.append(f"| {t['group_size']} | {t['gamma']:g} | {t['units']} | {t['k']} | {t['delta']:+.4f} | "
                      f"[{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}] | {t['p_value']:.3g} | "
-                     f"{'yes' if t['significant'] else 'no'} |")
+                     f"{'yes' if t['significant'] else 'no'} | {_per_seed(t)} |")
     return lines
 
 
-def write_report(results: dict, out_dir: str | Path) -> Path:
-    """report.md and the figures in `out_dir`; returns the path of report.md."""
+def change_lines(results: dict) -> list[str]:
+    """Each method's pass@k after RL against its warm-up (the same test, run − warm-up)."""
+    changes = results.get("changes") or []
+    if not changes:
+        return ["(not in this results.json)"]
+    lines = ["| method | N | k | Δ pass@k (run − warm-up) | interval | p | significant | Δ per seed |",
+             "|---|---|---|---|---|---|---|---|"]
+    for t in changes:
+        lines.append(f"| {_name(t['method'], t['gamma'])} | {t['group_size']} | {t['k']} | {t['delta']:+.4f} | "
+                     f"[{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}] | {t['p_value']:.3g} | "
+                     f"{'yes' if t['significant'] else 'no'} | {_per_seed(t)} |")
+    return lines
+
+
+def _direction(t: dict, up: str, down: str, flat: str) -> str:
+    if not t["significant"]:
+        return flat
+    return up if t["delta"] > 0 else down
+
+
+def _describe(t: dict, what: str) -> str:
+    seeds = t.get("delta_per_seed", {})
+    same = sum(np.sign(float(v)) == np.sign(t["delta"]) for v in seeds.values())
+    spread = f"; {same} of {len(seeds)} seeds share its sign" if len(seeds) > 1 else "; one seed"
+    return (f"{what} Δpass@{t['k']} = {100 * t['delta']:+.1f} points (95 % interval "
+            f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}], p = {t['p_value']:.2g}, "
+            f"{t['units']} (seed, maze) units{spread})")
+
+
+def answer_lines(results: dict) -> list[str]:
+    """The paper's question answered for this regime from the tests: the headline comparison is the
+    N with the most seeds, the paper's γ = 0.5 (else the smallest γ) and the largest tested k; every
+    other N, γ and k is reported beside it as descriptive (the tables below)."""
+    tests, changes = results["tests"], results.get("changes") or []
+    if not tests:
+        return ["No F-GRPO/GRPO pair has finished: no answer yet."]
+    seeds_at = {s["group_size"]: len(s["seeds"]) for s in results["summary"]}
+    n = max(seeds_at, key=lambda x: (seeds_at[x], -x))
+    gammas = sorted({t["gamma"] for t in tests if t["group_size"] == n})
+    gamma = 0.5 if 0.5 in gammas else gammas[0]
+    k = max(t["k"] for t in tests)
+    head = next(t for t in tests if (t["group_size"], t["gamma"], t["k"]) == (n, gamma, k))
+    one = next(t for t in tests if (t["group_size"], t["gamma"], t["k"]) == (n, gamma, 1))
+    drop = next((t for t in changes if (t["method"], t["group_size"], t["k"]) == ("grpo", n, k)), None)
+    focal_drop = next((t for t in changes if (t["method"], t["group_size"], t["gamma"], t["k"]) == ("f-grpo", n, gamma, k)), None)
+    lines = [f"**Question** (§5.2): does F-GRPO keep pass@k where GRPO loses it? **Headline test**, fixed "
+             f"before reading the numbers: N = {n} (the N with the most seeds, {seeds_at[n]}), γ = {gamma:g}, "
+             f"k = {k} (the largest k the m = {head['m']} subsample can test), two-sided, α = {head['alpha']}.", ""]
+    grpo_lost = drop is not None and drop["significant"] and drop["delta"] < 0
+    focal_better = head["significant"] and head["delta"] > 0
+    if drop is not None:
+        lines.append("- GRPO against its warm-up: " + _describe(drop, "") + " — GRPO "
+                     + _direction(drop, f"raised pass@{k}", f"lost pass@{k}", f"did not change pass@{k} detectably") + ".")
+    if focal_drop is not None:
+        lines.append(f"- F-GRPO γ = {gamma:g} against its warm-up: " + _describe(focal_drop, "") + " — F-GRPO "
+                     + _direction(focal_drop, f"raised pass@{k}", f"lost pass@{k}", f"did not change pass@{k} detectably") + ".")
+    lines.append(f"- F-GRPO γ = {gamma:g} − GRPO: " + _describe(head, "") + ".")
+    lines.append("- At k = 1: " + _describe(one, "F-GRPO − GRPO") + ".")
+    lines.append("")
+    if grpo_lost and focal_better:
+        verdict = (f"**Yes, in this regime**: GRPO loses pass@{k} against the warm-up and F-GRPO (γ = {gamma:g}) "
+                   f"keeps more of it (p = {head['p_value']:.2g}).")
+    elif grpo_lost:
+        verdict = (f"**Not shown in this regime**: GRPO loses pass@{k} against the warm-up, but F-GRPO (γ = {gamma:g}) "
+                   f"is not detectably better at k = {k} (p = {head['p_value']:.2g}); the paper's claim does not "
+                   "reproduce here.")
+    elif focal_better:
+        verdict = (f"**Partly**: GRPO does not detectably lose pass@{k} against the warm-up here, yet F-GRPO "
+                   f"(γ = {gamma:g}) ends higher (p = {head['p_value']:.2g}).")
+    else:
+        verdict = (f"**The paper's premise does not arise in this regime**: GRPO does not detectably lose pass@{k} "
+                   f"against the warm-up, and F-GRPO (γ = {gamma:g}) is not detectably different from GRPO at k = {k} "
+                   f"(p = {head['p_value']:.2g}).")
+    lines.append(verdict)
+    lines += ["", "Confidence: the p-values come from the paper's paired m-out-of-n subsampling test, whose units "
+              "are (seed, maze) pairs: it measures the sampling noise of the evaluation, not the spread between "
+              "RL seeds. The per-seed Δ (how many seeds share the sign) is the check on the latter; with one seed "
+              "(the other N) a difference is one training run's and says nothing of the seed spread. The many "
+              "other tests below are descriptive (no correction for multiple comparisons)."]
+    return lines
+
+
+def regime_lines(results: dict) -> list[str]:
+    """How this preset differs from App. K's, and what each difference may change."""
+    p, ref = results["preset"], paper()
+    if p["name"] == "paper":
+        return ["This is App. K's set-up as written (batch units read as in docs/llm-maze-study.md)."]
+    sizes = sorted({n for n, _ in p["plan"]})
+    per_step = (f"{p['rollouts_per_step']} rollouts per step at every N (compute-matched: "
+                + ", ".join(f"{p['rollouts_per_step'] // n} prompts at N = {n}" for n in sizes) + ")"
+                if p["rollouts_per_step"] else f"{p['prompts_per_step']} prompts per step")
+    return [
+        "| | this study | App. K |", "|---|---|---|",
+        f"| mazes | {p['maze_size']}×{p['maze_size']} | {ref.maze_size}×{ref.maze_size} |",
+        f"| model | {p['hidden']} wide × {p['layers']} layers | {ref.hidden} wide × {ref.layers} layers (≈ 3.15M) |",
+        f"| warm-up | {p['sft_steps']} steps, lr {p['sft_lr']:g} {p['sft_schedule']} | {ref.sft_steps} steps, lr "
+        f"{ref.sft_lr:g} {ref.sft_schedule} |",
+        f"| RL steps | {p['rl_steps']:,} | {ref.rl_steps:,} |",
+        f"| batch | {per_step} | {ref.prompts_per_step} prompts × N, {ref.prompts_per_step // ref.mini_batch_prompts} updates per step |",
+        f"| N | {', '.join(map(str, sizes))} | {', '.join(str(n) for n, _ in ref.plan)} |",
+        f"| evaluation | {p['eval_prompts']} mazes × {p['eval_n']} samples, test m = {p['test_m']} | "
+        f"{ref.eval_prompts} × {ref.eval_n}, m = {ref.test_m} |", "",
+        "What these may change: (1) a tenth of the RL steps leaves less time for the rare solution mass to be "
+        "drained — the simulator's horizons study (figures/horizons) finds the loss grows with t, so an early, "
+        "small loss here is consistent with a larger one later; (2) small mazes have few wrong routes and a "
+        "warm-up that already solves over half of them, so fewer mazes sit in the rare-solution regime the "
+        "theory is about (the π(solution) figure shows where each maze starts); (3) compute-matched batches "
+        "give large N few prompts per step, so N changes the prompts seen as well as the group size; "
+        "(4) pass@k is tested up to k = m, not 256.",
+    ]
+
+
+def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | None = None) -> Path:
+    """report.md, the figures and results.json in `out_dir`; returns the path of report.md.
+    `study_dir`: the study directory, named in the report's commands."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots.plot_passk(results, out / FIGURES[0])
@@ -80,8 +208,12 @@ def write_report(results: dict, out_dir: str | Path) -> Path:
     plots.plot_passk_vs_step(results, out / FIGURES[1], ks=ks or (1,))
     plots.plot_solution_mass(results, out / FIGURES[2])
     plots.plot_pvalues(results, out / FIGURES[3])
+    if study_dir is None or Path(study_dir).resolve() != out.resolve():
+        write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
     p = results["preset"]
     prov = results.get("provenance", {})
+    study = study_dir if study_dir is not None else "STUDY_DIR"
+    rl = [r["rl_seconds"] / max(1, len(r["reward_curve"])) for r in results["runs"] if r.get("reward_curve")]
     text = [f"# Maze study (preset `{p['name']}`)", "",
             f"{p['maze_size']}×{p['maze_size']} mazes, model {p['hidden']} wide × {p['layers']} layers, warm-up "
             f"{p['sft_steps']} steps × batch {p['sft_batch']} (lr {p['sft_lr']:g}, {p['sft_schedule']}); RL "
@@ -89,9 +221,18 @@ def write_report(results: dict, out_dir: str | Path) -> Path:
             + (f"{p['rollouts_per_step']} rollouts per step (compute-matched)" if p["rollouts_per_step"]
                else f"{p['prompts_per_step']} prompts per step") +
             f"; evaluation on {p['eval_prompts']} held-out mazes × {p['eval_n']} samples (τ = 1, unbiased pass@k).",
-            "", "## pass@k (%) beside the paper's App. K (ranges across N = 4…128)", "", *table_lines(results), "",
+            "", "## Answer", "", *answer_lines(results), "",
+            "## pass@k (%) beside the paper's App. K (ranges across N = 4…128)", "",
+            "Seed mean ± sample std (ddof 1) over the seeds of each row.", "", *table_lines(results), "",
+            "## How this regime differs from the paper's", "", *regime_lines(results), "",
             "## F-GRPO − GRPO: paired test", "", *test_lines(results), "",
+            "## Each method against its warm-up: paired test", "", *change_lines(results), "",
             "## Figures", "", *[f"![{f}]({f})" for f in FIGURES], "",
+            "## Commands", "", "```bash",
+            f"catsim llm maze-study --out {study} --preset {p['name']} --max-runs R   # pieces; each rerun resumes",
+            f"catsim llm maze-study --out {study} --report {out_dir}", "```", "",
+            (f"RL wall time per step, mean over runs: {np.mean(rl):.3f} s (range {min(rl):.3f}–{max(rl):.3f} s)."
+             if rl else ""),
             f"Provenance: commit {prov.get('git_commit', '?')}, {prov.get('cpu_model', '?')}, "
             f"{prov.get('cpu_count', '?')} CPUs, jax {prov.get('jax_version', '?')}."]
     return write_text(out / "report.md", "\n".join(text) + "\n")

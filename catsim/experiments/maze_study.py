@@ -35,8 +35,9 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.experiments import provenance
-from catsim.experiments._io import write_text
+from catsim.experiments.maze_pieces import eval_problem, read_piece, run_problem
 from catsim.experiments.maze_presets import StudyPreset
+from catsim.files import write_text
 
 STUDY_FILE = "study.json"
 RESULTS_FILE = "results.json"
@@ -63,8 +64,23 @@ def _task(sp: StudyPreset):
     return make_task("maze", size=sp.maze_size, algorithm=sp.algorithm, n_heldout=sp.n_heldout)
 
 
-def _read(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.is_file() else None
+def _snapshot_every(sp: StudyPreset) -> int:
+    return max(1, sp.rl_steps // sp.checkpoints)
+
+
+def _read_base(sp: StudyPreset, sdir: Path, say) -> dict | None:
+    """A seed's warm-up evaluation, or None when missing or unusable (then recomputed)."""
+    return read_piece(sdir / "base_eval.json", lambda d: eval_problem(
+        d, n=sp.eval_n, prompts=sp.eval_prompts, ks=sp.ks), say)
+
+
+def _read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, seed: int, say) -> dict | None:
+    """A finished RL run's eval.json, or None when missing or unusable (then recomputed)."""
+    label = run_label(method, n, gamma)
+    return read_piece(sdir / label / "eval.json", lambda d: run_problem(
+        d, method=method, group_size=n, gamma=gamma, seed=seed, label=label, steps=sp.rl_steps, n=sp.eval_n,
+        prompts=sp.eval_prompts, ks=sp.ks, curve_n=sp.curve_n,
+        checkpoints=sp.rl_steps // _snapshot_every(sp)), say)
 
 
 def _write(path: Path, data: dict) -> dict:
@@ -72,26 +88,56 @@ def _write(path: Path, data: dict) -> dict:
     return data
 
 
-def _check_study_file(out: Path, sp: StudyPreset) -> None:
+def _check_study_file(out: Path, sp: StudyPreset, say) -> None:
     want = json.loads(json.dumps(dataclasses.asdict(sp)))
-    have = _read(out / STUDY_FILE)
-    if have is not None and have.get("preset") != want:
-        diff = sorted(k for k in want if have.get("preset", {}).get(k) != want[k])
+    have = read_piece(out / STUDY_FILE, lambda d: None if isinstance(d.get("preset"), dict) else "no preset", say)
+    if have is not None and have["preset"] != want:
+        diff = sorted(k for k in want if have["preset"].get(k) != want[k])
         raise CatsimError(f"{out} holds a maze study with other settings ({', '.join(diff)}); "
                           "use another --out or the same settings")
     if have is None:
         _write(out / STUDY_FILE, {"preset": want})
 
 
-def _warm_up(sp: StudyPreset, task, out: Path, seed: int, progress: bool) -> Path:
-    from catsim.llm.sft import ModelSize, SFTConfig, run_sft
+def _sft_config(sp: StudyPreset, seed: int):
+    from catsim.llm.sft import ModelSize, SFTConfig
 
+    cfg = SFTConfig(steps=sp.sft_steps, batch_size=sp.sft_batch, learning_rate=sp.sft_lr,
+                    lr_schedule=sp.sft_schedule, warmup_steps=min(20, sp.sft_steps // 10), seed=seed,
+                    data_seed=sp.data_seed, save_every=max(1, min(100, sp.sft_steps // 4)))
+    return cfg, ModelSize(hidden_size=sp.hidden, num_layers=sp.layers, num_heads=sp.heads)
+
+
+def _warm_up_problem(out: Path, cfg, size) -> str | None:
+    """What is wrong with a finished warm-up directory (its settings, its weights file), or None."""
+    from safetensors import safe_open
+
+    try:
+        record = json.loads((out / "sft_config.json").read_text())
+        if record.get("sft") != json.loads(json.dumps(dataclasses.asdict(cfg))):
+            return "trained with other warm-up settings"
+        if any(record.get("model_size", {}).get(k) != v for k, v in dataclasses.asdict(size).items() if v):
+            return "a model of another size"
+        with safe_open(str(out / "model.safetensors"), framework="numpy") as f:
+            if not list(f.keys()):
+                return "no weights"
+    except Exception as err:  # OSError, JSONDecodeError, safetensors' SafetensorError, a record of another shape
+        return f"unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
+    return None
+
+
+def _warm_up(sp: StudyPreset, task, out: Path, seed: int, progress: bool) -> Path:
+    """The seed's warm-up model (trained, or resumed, when not finished). A finished one that is
+    damaged or has other settings is refused: the seed's evaluations and runs were made from it."""
+    from catsim.llm.sft import run_sft
+
+    cfg, size = _sft_config(sp, seed)
     if not ((out / "config.json").is_file() and (out / "catsim_task.json").is_file()):
-        cfg = SFTConfig(steps=sp.sft_steps, batch_size=sp.sft_batch, learning_rate=sp.sft_lr,
-                        lr_schedule=sp.sft_schedule, warmup_steps=min(20, sp.sft_steps // 10), seed=seed,
-                        data_seed=sp.data_seed, save_every=max(1, min(100, sp.sft_steps // 4)))
-        run_sft(task, cfg, ModelSize(hidden_size=sp.hidden, num_layers=sp.layers, num_heads=sp.heads), out,
-                eval_prompts=0, progress=progress)
+        run_sft(task, cfg, size, out, eval_prompts=0, progress=progress)
+    why = _warm_up_problem(out, cfg, size)
+    if why:
+        raise CatsimError(f"{out}: warm-up model not usable ({why}); delete {out.parent} to recompute "
+                          f"seed {seed} (its runs start from this model)")
     return out
 
 
@@ -130,7 +176,7 @@ def _rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, ma
     return RLConfig.from_flat(**fields, steps=sp.rl_steps, prompts_per_step=prompts,
                               mini_batch_size=mini, learning_rate=sp.learning_rate,
                               warmup_steps=sp.warmup_steps, max_new_tokens=max_new, seed=seed,
-                              data_seed=sp.data_seed, snapshot_every=max(1, sp.rl_steps // sp.checkpoints),
+                              data_seed=sp.data_seed, snapshot_every=_snapshot_every(sp),
                               save_every=max(1, min(50, sp.rl_steps // sp.checkpoints)))
 
 
@@ -142,7 +188,7 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _check_study_file(out, sp)
+    _check_study_file(out, sp, say)
     task = _task(sp)
     max_new = task.max_answer_chars + 1
     t0 = time.perf_counter()
@@ -153,14 +199,14 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
         sdir = out / f"s{seed}"
         if seed not in bases:
             base_dir = _warm_up(sp, task, sdir / "base", seed, progress)
-            bases[seed] = _read(sdir / "base_eval.json") or _write(sdir / "base_eval.json", evaluate(
+            bases[seed] = _read_base(sp, sdir, say) or _write(sdir / "base_eval.json", evaluate(
                 sp, task, base_dir, n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks, label=f"s{seed} eval base",
                 progress=progress, solution_mass=True))
             say(f"seed {seed}: warm-up greedy solve rate {bases[seed]['greedy_solve_rate']:.3f}, "
                 f"pass@1 {bases[seed]['pass_at_k']['1']:.3f}")
         label = run_label(method, n, gamma)
         rdir = sdir / label
-        if (rdir / "eval.json").is_file():
+        if _read_run(sp, sdir, method, n, gamma, seed, say) is not None:
             continue
         if max_runs is not None and done_now >= max_runs:
             say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
@@ -185,29 +231,34 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
         done_now += 1
         say(f"[{i + 1}/{len(runs)}] s{seed} {label}: pass@1 {final['pass_at_k'].get('1', float('nan')):.3f}, "
             f"greedy {final['greedy_solve_rate']:.3f}, RL {sum(r['step_seconds'] for r in log) / len(log):.3f} s/step")
-    results = collect(out, sp)
+    results = collect(out, sp, say)
     results["seconds_this_call"] = time.perf_counter() - t0
     results["provenance"] = provenance.collect()
     return _write(out / RESULTS_FILE, results)
 
 
-def collect(out: Path, sp: StudyPreset) -> dict:
+def collect(out: Path, sp: StudyPreset, say=print) -> dict:
     """results.json's content from the run directories (every run must be evaluated)."""
     bases = {}
     runs = []
     for method, n, gamma, seed in run_names(sp):
-        bases.setdefault(seed, _read(out / f"s{seed}" / "base_eval.json"))
-        ev = _read(out / f"s{seed}" / run_label(method, n, gamma) / "eval.json")
+        if seed not in bases:
+            bases[seed] = _read_base(sp, out / f"s{seed}", say)
+            if bases[seed] is None:
+                raise CatsimError(f"seed {seed}'s warm-up has no usable evaluation; rerun the study")
+        ev = _read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)
         if ev is None:
             raise CatsimError(f"run s{seed}/{run_label(method, n, gamma)} has no evaluation yet; rerun the study")
         runs.append(ev)
     return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))), "bases": {str(s): b for s, b in bases.items()},
-            "runs": runs, "summary": summarize(runs, sp), "tests": paired_tests(runs, sp)}
+            "runs": runs, "summary": summarize(runs, sp, bases), "tests": paired_tests(runs, sp),
+            "changes": change_tests(runs, bases, sp)}
 
 
-def summarize(runs: list[dict], sp: StudyPreset) -> list[dict]:
+def summarize(runs: list[dict], sp: StudyPreset, bases: dict | None = None) -> list[dict]:
     """Per (method, N, γ): mean and seed spread (sample std, ddof 1; 0 with one seed) of pass@k,
-    the greedy solve rate, and the mean per-maze change of π(solution) from the warm-up."""
+    the greedy solve rate, and (given `bases`, {seed: warm-up evaluation}) the mean per-maze change
+    of π(solution) from the seed's warm-up, averaged over seeds (`solution_prob_change`)."""
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault((r["method"], r["group_size"], r["gamma"]), []).append(r)
@@ -220,8 +271,15 @@ def summarize(runs: list[dict], sp: StudyPreset) -> list[dict]:
             entry["pass_at_k"][k] = float(vals.mean())
             entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
         entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
+        if bases is not None:
+            entry["solution_prob_change"] = float(np.mean([solution_prob_change(r, bases[r["seed"]]) for r in rs]))
         out.append(entry)
     return out
+
+
+def solution_prob_change(run: dict, base: dict) -> float:
+    """Mean over the held-out mazes of π(solution) after the run minus π(solution) of its warm-up."""
+    return float(np.mean(np.asarray(run["final"]["solution_prob"]) - np.asarray(base["solution_prob"])))
 
 
 def _pooled(runs: list[dict], method: str, n: int, gamma: float) -> dict[int, list[int]]:
@@ -229,26 +287,48 @@ def _pooled(runs: list[dict], method: str, n: int, gamma: float) -> dict[int, li
             if r["method"] == method and r["group_size"] == n and r["gamma"] == gamma}
 
 
+def _paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], seed: int, alpha: float) -> list[dict]:
+    """B − A at every k ≤ m over the (seed, maze) units of the seeds both hold, with each seed's own
+    full-sample Δ beside the pooled test (the seeds' spread, which the maze-level test does not see)."""
+    from catsim.llm.metrics import paired_subsample_test, pass_at_k
+
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return []
+    ca = np.concatenate([a[s] for s in seeds])
+    cb = np.concatenate([b[s] for s in seeds])
+    out = []
+    for k in (k for k in sp.ks if k <= sp.test_m):
+        res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
+                                    seed=seed + k)
+        per_seed = {str(s): float(pass_at_k(sp.eval_n, np.asarray(b[s]), k).mean()
+                                  - pass_at_k(sp.eval_n, np.asarray(a[s]), k).mean()) for s in seeds}
+        out.append({"seeds": seeds, "units": int(ca.size), "significant": res["p_value"] < alpha, "alpha": alpha,
+                    "delta_per_seed": per_seed, **res})
+    return out
+
+
 def paired_tests(runs: list[dict], sp: StudyPreset, alpha: float = 0.05) -> list[dict]:
     """F-GRPO − GRPO at every N, γ and k ≤ m: the paired m-out-of-n subsampling test over (seed,
     maze) units (see the module docstring)."""
-    from catsim.llm.metrics import paired_subsample_test
-
     tests = []
     for n, _ in sp.plan:
         plain = _pooled(runs, "grpo", n, 0.0)
         for gamma in sp.gammas:
-            focal = _pooled(runs, "f-grpo", n, gamma)
-            seeds = sorted(set(plain) & set(focal))
-            if not seeds:
-                continue
-            ca = np.concatenate([plain[s] for s in seeds])
-            cb = np.concatenate([focal[s] for s in seeds])
-            for k in (k for k in sp.ks if k <= sp.test_m):
-                res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
-                                            seed=1000 * n + k)
-                tests.append({"group_size": n, "gamma": gamma, "seeds": seeds, "units": int(ca.size),
-                              "significant": res["p_value"] < alpha, "alpha": alpha, **res})
+            for t in _paired(sp, plain, _pooled(runs, "f-grpo", n, gamma), 1000 * n, alpha):
+                tests.append({"group_size": n, "gamma": gamma, **t})
+    return tests
+
+
+def change_tests(runs: list[dict], bases: dict[int, dict], sp: StudyPreset, alpha: float = 0.05) -> list[dict]:
+    """Each run − its warm-up at every k ≤ m (did RL lose or gain pass@k?), per (method, N, γ): the
+    same paired test, units (seed, maze), each seed's run against that seed's warm-up."""
+    warm = {s: b["num_correct"] for s, b in bases.items()}
+    tests = []
+    for n, _ in sp.plan:
+        for method, gamma in [("grpo", 0.0)] + [("f-grpo", g) for g in sp.gammas]:
+            for t in _paired(sp, warm, _pooled(runs, method, n, gamma), 1000 * n + 500, alpha):
+                tests.append({"method": method, "group_size": n, "gamma": gamma, **t})
     return tests
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.plots.save import save_figure
+
 
 def plot_risk(advice, png_path: str | Path, title: str = "") -> None:
     """Lemma 3.1 risk against group size: one thin line per prompt, the mean bold with its
@@ -30,8 +32,7 @@ def plot_risk(advice, png_path: str | Path, title: str = "") -> None:
                           f"(rule {advice.rule}, n = {advice.n_samples})", fontsize=9)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, png_path, dpi=120)
 
 
 def plot_study(results: dict, png_path: str | Path) -> None:
@@ -70,5 +71,4 @@ def plot_study(results: dict, png_path: str | Path) -> None:
     ax2.set_ylim(0, 1)
     ax2.set_title("calibration (all N and seeds pooled; labels: prompt-runs per bin)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, png_path, dpi=120)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.plots.save import save_figure
 from catsim.sim.analysis import regimes_of
 from catsim.sim.results import SimResults
 
@@ -97,8 +98,4 @@ def plot_fig2(results: SimResults, path, *, method: str | None = None,
     fig.suptitle(f"Figure 2 reproduction — method '{method}' "
                  f"({len(results.seeds)} seed(s); solid γ={gammas[0]:g}"
                  + (f", dashed γ={gammas[1]:g})" if len(gammas) > 1 else ")"), fontsize=11)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=130)

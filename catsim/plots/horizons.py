@@ -8,20 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.plots.save import save_figure
 from catsim.sim.horizons import HALF_LOSS_LEVEL
 from catsim.sim.results import SimResults
-
-
-def _save(fig, path) -> Path:
-    import matplotlib.pyplot as plt
-
-    from catsim.files import replacing
-
-    path = Path(path)
-    with replacing(path, suffix=path.suffix) as tmp:
-        fig.savefig(tmp, dpi=130)
-    plt.close(fig)
-    return path
 
 
 def _step_edges(steps: np.ndarray) -> np.ndarray:
@@ -79,7 +68,7 @@ def plot_heatmaps(results: SimResults, crossings_GNS: np.ndarray, path, *,
         ax.set_yticklabels([f"{n:,}" for n in results.group_sizes], fontsize=7)
         ax.set_ylabel("group size N")
     fig.suptitle(f"Mret(N, t) — method '{method}', {int(results.steps[-1]):,} steps", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=130)
 
 
 def plot_half_loss(results: SimResults, crossings_GNS: np.ndarray, path, *,
@@ -129,4 +118,4 @@ def plot_half_loss(results: SimResults, crossings_GNS: np.ndarray, path, *,
     b.set_title("(b) Mret against N at several horizons")
     b.grid(alpha=0.3)
     fig.suptitle(f"How the Fig. 2 regimes move with the horizon — method '{method}'", fontsize=11)
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=130)

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.plots.llm_rl import _at, _by_label, _steps, curves_by_label, missing_curves, passk_panel
+from catsim.plots.save import save_figure
 
 
 def _not_measured(ax, text: str) -> None:
@@ -88,6 +89,4 @@ def plot_comparison(results: dict, path: str | Path) -> Path:
         for a in row:
             a.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=110)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.plots.save import save_figure
 from catsim.theory import active_fraction_prediction
 
 
@@ -82,9 +83,7 @@ def plot_passk_curves(results: dict, path: str | Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=120)
 
 
 def plot_training_dynamics(results: dict, path: str | Path) -> Path:
@@ -111,9 +110,7 @@ def plot_training_dynamics(results: dict, path: str | Path) -> Path:
         if by_label:
             row[0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_theory_overlay(results: dict, path: str | Path) -> Path:
@@ -143,6 +140,4 @@ def plot_theory_overlay(results: dict, path: str | Path) -> Path:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, dpi=120)

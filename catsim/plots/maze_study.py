@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.files import replacing
+from catsim.plots.save import save_figure
 
 
 def _plt():
@@ -17,13 +17,6 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def _save(fig, path: str | Path) -> Path:
-    with replacing(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110)
-    _plt().close(fig)
-    return Path(path)
 
 
 def _k_axis(ax, title: str) -> None:
@@ -37,7 +30,7 @@ def _finish(fig, axes, ylabel: str, path: str | Path) -> Path:
     axes[0][0].set_ylabel(ylabel)
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=110)
 
 
 def _name(entry: dict) -> str:
@@ -74,8 +67,21 @@ def plot_passk(results: dict, path: str | Path) -> Path:
     return _finish(fig, axes, "pass@k (held-out mazes)", path)
 
 
+def warm_up_on_curve_mazes(results: dict, seed: int, k: int) -> float | None:
+    """The warm-up's pass@k on the checkpoint evaluations' mazes (the first `curve_prompts`), from its
+    n-sample counts: an unbiased estimate of the quantity each checkpoint point estimates."""
+    from catsim.llm.metrics import pass_at_k
+
+    base = results["bases"][str(seed)]
+    if k > base["n"] or k > results["preset"]["curve_n"]:
+        return None
+    counts = np.asarray(base["num_correct"][:results["preset"]["curve_prompts"]])
+    return float(pass_at_k(base["n"], counts, k).mean())
+
+
 def plot_passk_vs_step(results: dict, path: str | Path, ks=(1, 64)) -> Path:
-    """pass@k against RL step (checkpoint evaluations; step 0 = the warm-up), per N, seed means."""
+    """pass@k against RL step (checkpoint evaluations; step 0 = the warm-up on the same mazes), per N,
+    seed means."""
     plt = _plt()
     sizes = _sizes(results)
     fig, axes = plt.subplots(len(ks), len(sizes), figsize=(4.2 * len(sizes), 3.0 * len(ks)), squeeze=False)
@@ -85,10 +91,8 @@ def plot_passk_vs_step(results: dict, path: str | Path, ks=(1, 64)) -> Path:
                 runs = runs_of(results, s)
                 curves = []
                 for r in runs:
-                    base = results["bases"][str(r["seed"])]
-                    pts = [(0, base["pass_at_k"].get(str(k)))] + [(c["step"], c["pass_at_k"].get(str(k)))
-                                                                  for c in r["curve"]]
-                    curves.append([v for _, v in pts])
+                    curves.append([warm_up_on_curve_mazes(results, r["seed"], k)]
+                                  + [c["pass_at_k"].get(str(k)) for c in r["curve"]])
                 if any(v is None for c in curves for v in c):
                     continue
                 steps = [0] + [c["step"] for c in runs[0]["curve"]]
@@ -98,7 +102,7 @@ def plot_passk_vs_step(results: dict, path: str | Path, ks=(1, 64)) -> Path:
             ax.grid(alpha=0.3)
     axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_solution_mass(results: dict, path: str | Path) -> Path:
@@ -117,7 +121,7 @@ def plot_solution_mass(results: dict, path: str | Path) -> Path:
         ax.set_xlabel("π(solution) warm-up", fontsize=8)
     axes[0][0].set_ylabel("π(solution) after RL", fontsize=8)
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=110)
 
 
 def plot_pvalues(results: dict, path: str | Path) -> Path:

@@ -7,18 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.files import replacing
-
-
-def _save(fig, path) -> Path:
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with replacing(path, suffix=path.suffix) as tmp:
-        fig.savefig(tmp, dpi=120, bbox_inches="tight", format=path.suffix.lstrip(".") or "png")
-    plt.close(fig)
-    return path
+from catsim.plots.save import save_figure
 
 
 def plot_vs_n(study, path) -> Path:
@@ -41,7 +30,7 @@ def plot_vs_n(study, path) -> Path:
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, loc="best")
     fig.suptitle(f"methods study: {study.seeds} seeds, {study.steps} steps (paper scenario)")
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
 def plot_frontier(study, path) -> Path:
@@ -70,4 +59,4 @@ def plot_frontier(study, path) -> Path:
     fig.legend(loc="lower center", ncol=5, fontsize=7, bbox_to_anchor=(0.5, -0.02 - 0.03 * rows))
     fig.suptitle("Mret vs Qpos per N (ringed: on the frontier)")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path, dpi=120, bbox_inches="tight")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from catsim.plots.save import save_figure
+
 
 def plot_loss_curve(log_path: str | Path, png_path: str | Path) -> None:
     """Loss and token accuracy against step, written to `png_path`."""
@@ -25,5 +27,4 @@ def plot_loss_curve(log_path: str | Path, png_path: str | Path) -> None:
     ax2.set_ylim(0, 1)
     fig.legend(loc="upper center", ncol=2, fontsize=8)
     fig.tight_layout()
-    fig.savefig(png_path, dpi=120)
-    plt.close(fig)
+    save_figure(fig, png_path, dpi=120)

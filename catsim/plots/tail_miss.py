@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.plots.save import save_figure
 from catsim.theory.tail_miss import tail_miss_peak, tail_miss_probability
 
 FIG3_MU = (0.8, 0.5, 0.2)
@@ -103,7 +104,6 @@ def save(fig, out_dir: Path | str, stem: str, formats: Sequence[str] = ("png", "
         path = out / f"{stem}.{fmt}"
         # Fixed metadata so regenerating an unchanged figure gives identical files.
         metadata = {"Software": None} if fmt == "png" else {"CreationDate": None, "Producer": None}
-        fig.savefig(path, dpi=150, metadata=metadata)
-        paths.append(path)
+        paths.append(save_figure(fig, path, close=False, dpi=150, metadata=metadata))
     plt.close(fig)
     return paths

@@ -30,7 +30,8 @@ def register(subparsers) -> None:
     parser.add_argument("--gammas", help="comma list of F-GRPO γ (default: the preset's, 0.5,1 for paper/cpu)")
     parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all)")
     parser.add_argument("--report", metavar="DIR",
-                        help="write report.md + figures from OUT/results.json into DIR, run nothing (default: off)")
+                        help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
+                             "run nothing (default: off)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (default: shown on a terminal)")
     add_log_to_argument(parser)
     parser.set_defaults(func=run)
@@ -60,7 +61,7 @@ def run(args) -> int:
 
         results = load_results(args.out)
         check_output_path(f"{args.report}/report.md", "--report")
-        print(f"report: {write_report(results, args.report)}")
+        print(f"report: {write_report(results, args.report, study_dir=args.out)}")
         return 0
     sp = preset_from_args(args)  # every check before any work
     check_output_path(f"{args.out}/study.json", "--out")

@@ -1,0 +1,102 @@
+"""The Maze study as it lives in git: a study directory committed with the published `.gitignore`
+(figures/maze-study/cpu/.gitignore) resumes on a fresh clone — finished runs read back, missing ones
+run, the same numbers as an uninterrupted study — and a damaged piece (truncated, empty, other
+settings) is recomputed with a one-line notice, not a traceback; a damaged warm-up is refused."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from catsim.cli.main import main
+from catsim.experiments import maze_presets
+from catsim.experiments.maze_study import run_study
+
+GITIGNORE = Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu" / ".gitignore"
+QUIET = {"progress": False, "say": lambda *_: None}
+
+
+def _numbers(results: dict) -> str:
+    """Everything but wall times and provenance, as canonical JSON."""
+    runs = [{k: v for k, v in r.items() if k != "rl_seconds"} for r in results["runs"]]
+    keep = {"bases": results["bases"], "runs": runs, "summary": results["summary"], "tests": results["tests"],
+            "changes": results["changes"]}
+    return json.dumps(keep, sort_keys=True)
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def test_committed_study_resumes_on_a_fresh_clone(tmp_path):
+    sp = maze_presets.tiny()
+    repo = tmp_path / "repo"
+    study = repo / "study"
+    assert run_study(study, sp, max_runs=1, **QUIET) is None  # one piece done
+    shutil.copy(GITIGNORE, study / ".gitignore")
+    _git("init", "-q", cwd=repo)
+    _git("add", "-A", cwd=repo)
+    _git("commit", "-q", "-m", "piece 1", cwd=repo)
+    _git("clone", "-q", str(repo), str(tmp_path / "clone"), cwd=tmp_path)
+    clone = tmp_path / "clone" / "study"
+    committed = {p.relative_to(clone).as_posix() for p in clone.rglob("*") if p.is_file()}
+    # results and the warm-up model are in git; states, snapshots and final RL models are not
+    assert {"study.json", "s0/base_eval.json", "s0/grpo-N2/eval.json", "s0/base/model.safetensors",
+            "s0/base/config.json"} <= committed
+    assert not any(part in p for p in committed for part in ("rl_state", "train_state", "checkpoints/",
+                                                             "/model/", "rl_log.jsonl", ".catsim.lock"))
+    finished = (clone / "s0" / "grpo-N2" / "eval.json").read_text()
+    resumed = run_study(clone, sp, **QUIET)
+    assert (clone / "s0" / "grpo-N2" / "eval.json").read_text() == finished  # read back, not rerun
+    whole = run_study(study, sp, **QUIET)  # the original directory, uninterrupted from its state
+    assert _numbers(resumed) == _numbers(whole)
+
+
+def test_damaged_pieces_are_recomputed_with_one_line(tmp_path, capsys):
+    out = tmp_path / "study"
+    argv = ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet"]
+    assert main(argv) == 0
+    first = json.loads((out / "results.json").read_text())
+    capsys.readouterr()
+    run_eval = out / "s0" / "grpo-N2" / "eval.json"
+    base_eval = out / "s0" / "base_eval.json"
+    good_run, good_base = run_eval.read_text(), base_eval.read_text()
+    other = json.loads(good_run)
+    other["final"]["n"] = 4  # evaluated with another n
+    damages = [(run_eval, good_run[: len(good_run) // 2], "unreadable"), (base_eval, "", "empty"),
+               (run_eval, json.dumps(other), "n = 4"), (base_eval, "[1, 2]", "not a JSON object")]
+    for path, text, why in damages:
+        path.write_text(text)
+        assert main(argv) == 0
+        printed = capsys.readouterr()
+        notices = [line for line in printed.out.splitlines() if "recomputing it" in line]
+        assert len(notices) == 1 and str(path) in notices[0] and why in notices[0], printed.out
+        assert "Traceback" not in printed.err
+        assert json.loads(path.read_text()) == json.loads(good_run if path == run_eval else good_base)
+        assert _numbers(json.loads((out / "results.json").read_text())) == _numbers(first)
+
+
+def test_damaged_warm_up_is_refused_in_one_line(tmp_path, capsys):
+    sp = maze_presets.tiny()
+    out = tmp_path / "study"
+    run_study(out, sp, max_runs=1, **QUIET)
+    weights = out / "s0" / "base" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    capsys.readouterr()
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "warm-up model not usable" in err and "delete" in err and "\n" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"preset": 3}'])
+def test_damaged_study_file_is_rewritten(tmp_path, text):
+    out = tmp_path / "study"
+    out.mkdir()
+    (out / "study.json").write_text(text)
+    said = []
+    run_study(out, maze_presets.tiny(), max_runs=1, progress=False, say=said.append)
+    assert json.loads((out / "study.json").read_text())["preset"]["name"] == "tiny"
+    assert any("study.json" in s and "recomputing it" in s for s in said)

@@ -1,0 +1,95 @@
+"""Regression tests of the published CPU Maze study (figures/maze-study/, its runs in
+figures/maze-study/cpu/, docs/llm-maze-study.md, the README's LLM section).
+
+- results.json, report.md and the tests in them are what the code makes of the committed per-run
+  evaluations (exact: the aggregation and the subsampling test are NumPy, seeded).
+- The committed seed-0 warm-up, evaluated again, gives its published numbers within the sampling
+  spread of a fresh evaluation (binomial over the samples: 4 standard errors).
+- The first RL steps of the published s0 GRPO N = 8 run, rerun from the committed warm-up, give its
+  logged training reward within the same kind of spread.
+- The numbers the docs quote are the published ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from catsim.experiments import maze_presets
+from catsim.experiments import maze_study as study
+from catsim.experiments.maze_report import write_report
+
+pytestmark = pytest.mark.published
+
+ROOT = Path(__file__).resolve().parents[1]
+REPORT = ROOT / "figures" / "maze-study"
+STUDY = REPORT / "cpu"
+
+
+@pytest.fixture(scope="module")
+def published():
+    return json.loads((REPORT / "results.json").read_text())
+
+
+def test_results_and_report_are_those_of_the_committed_runs(published, tmp_path):
+    sp = maze_presets.cpu()
+    assert published["preset"] == json.loads(json.dumps(dataclasses.asdict(sp)))
+    assert len(published["runs"]) == len(study.run_names(sp)) == 15
+    said = []
+    now = json.loads(json.dumps(study.collect(STUDY, sp, say=said.append)))
+    assert not said  # every committed piece is usable
+    for key in ("bases", "runs", "summary", "tests", "changes"):
+        assert now[key] == published[key], key
+    write_report(published, tmp_path, study_dir="figures/maze-study/cpu")
+    assert (tmp_path / "report.md").read_text() == (REPORT / "report.md").read_text()
+
+
+def _within_binomial(p_published: float, p_now: float, samples: int, z: float = 4.0) -> bool:
+    p = min(max(p_published, 1.0 / samples), 1 - 1.0 / samples)
+    return abs(p_now - p_published) <= z * np.sqrt(2 * p * (1 - p) / samples)
+
+
+def test_the_committed_warm_up_reevaluates_to_its_published_numbers(published):
+    sp = maze_presets.cpu()
+    task = study._task(sp)
+    prompts = 32
+    now = study.evaluate(sp, task, STUDY / "s0" / "base", n=sp.eval_n, n_prompts=prompts, ks=(1, 64),
+                         label="", progress=False, solution_mass=False)
+    base = published["bases"]["0"]
+    then = np.asarray(base["num_correct"][:prompts])
+    assert _within_binomial(float(then.mean() / sp.eval_n), now["pass_at_k"]["1"], prompts * sp.eval_n)
+
+
+def test_the_first_rl_steps_reproduce_the_published_run(published, tmp_path):
+    from catsim.llm.rl import read_log, run_rl
+
+    sp = maze_presets.cpu()
+    task = study._task(sp)
+    cfg = study._rl_config(sp, "grpo", 8, 0.0, 0, task.max_answer_chars + 1)
+    steps = 15
+    run_rl(STUDY / "s0" / "base", tmp_path / "rl", cfg, stop_after=steps, progress=False)
+    now = np.asarray([r["reward"] for r in read_log(tmp_path / "rl")])
+    run = next(r for r in published["runs"] if r["label"] == "grpo-N8" and r["seed"] == 0)
+    then = np.asarray(run["reward_curve"][:steps])
+    assert now.shape == then.shape
+    assert _within_binomial(float(then.mean()), float(now.mean()), steps * sp.rollouts_per_step)
+
+
+def test_the_docs_quote_the_published_numbers(published):
+    """Every "pass@1 X / pass@64 Y" pair the README and docs quote for a method is the published one."""
+    docs = (ROOT / "README.md").read_text() + (ROOT / "docs" / "llm-maze-study.md").read_text()
+    rows = {(s["method"], s["group_size"], s["gamma"]): s for s in published["summary"]}
+    found = 0
+    for m in re.finditer(r"(GRPO|F-GRPO γ = ([0-9.]+)) at N = (\d+): pass@1 ([0-9.]+) %, pass@64 ([0-9.]+) %", docs):
+        method = "grpo" if m.group(1) == "GRPO" else "f-grpo"
+        gamma = 0.0 if method == "grpo" else float(m.group(2))
+        s = rows[(method, int(m.group(3)), gamma)]
+        assert float(m.group(4)) == pytest.approx(100 * s["pass_at_k"]["1"], abs=0.051), m.group(0)
+        assert float(m.group(5)) == pytest.approx(100 * s["pass_at_k"]["64"], abs=0.051), m.group(0)
+        found += 1
+    assert found >= 3
