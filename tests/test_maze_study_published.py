@@ -41,10 +41,21 @@ def test_results_and_report_are_those_of_the_committed_runs(published, tmp_path)
     assert published["preset"] == json.loads(json.dumps(dataclasses.asdict(sp)))
     assert len(published["runs"]) == len(study.run_names(sp)) == 15
     said = []
-    now = json.loads(json.dumps(study.collect(STUDY, sp, say=said.append)))
-    assert not said  # every committed piece is usable
-    for key in ("bases", "runs", "summary", "tests", "changes"):
-        assert now[key] == published[key], key
+    runs = [study._read_run(sp, STUDY / f"s{seed}", method, n, gamma, seed, said.append)
+            for method, n, gamma, seed in study.run_names(sp)]
+    bases = {seed: study._read_base(sp, STUDY / f"s{seed}", said.append) for seed in (0, 1, 2)}
+    assert not said and all(r is not None for r in runs)  # every committed piece is usable
+    assert runs == published["runs"] and {str(s): b for s, b in bases.items()} == published["bases"]
+    assert json.loads(json.dumps(study.summarize(runs, sp, bases))) == published["summary"]
+    # the headline tests (N = 8, k = 1 and 64) recomputed: same seeds, so the same numbers to the bit
+    head = dataclasses.replace(sp, plan=((8, 3),), ks=(1, 64))
+    now = json.loads(json.dumps(study.paired_tests(runs, head) + study.change_tests(runs, bases, head)))
+    for t in now:
+        match = [p for p in published["tests"] + published["changes"]
+                 if {k: p.get(k) for k in ("method", "group_size", "gamma", "k")}
+                 == {k: t.get(k) for k in ("method", "group_size", "gamma", "k")}]
+        assert match == [t]
+    assert len(now) == 2 * 2 + 3 * 2
     write_report(published, tmp_path, study_dir="figures/maze-study/cpu")
     assert (tmp_path / "report.md").read_text() == (REPORT / "report.md").read_text()
 

@@ -229,6 +229,34 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     CatsimError before any work. The log and timings go to `sweep_log.part<I>of<P>.jsonl` and
     `timings.part<I>of<P>.json`.
     """
+    plan = plan_sweep(config, out_dir, group_sizes=group_sizes, gammas=gammas, seeds=seeds,
+                      low_lr_gammas=low_lr_gammas, resume=resume, log=log, part=part)
+    return _run_plan(plan, progress=progress, shard=shard, log_to=log_to)
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepPlan:
+    """What a `sweep` call will do, decided before any cell runs (`plan_sweep`)."""
+
+    config: SimConfig  # the sweep's base config
+    out: Path  # the sweep directory
+    group_sizes: tuple[int, ...]
+    gammas: tuple[float, ...]
+    seeds: tuple[int, ...]
+    configs: list  # every cell of the grid, in grid order (one SimConfig per (variant, N))
+    mine: list  # the cells of this call's part (all of them without a part)
+    done: dict  # {cell key: SimResults} read back from finished cell files
+    todo: dict  # {cell key: (cell file, configuration signature)} to compute
+    single_variant: bool  # one method (timings keyed by N) or several App. N controls (by file stem)
+    part: tuple[int, int] | None
+
+
+def plan_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
+               gammas: Sequence[float] = PAPER_GAMMAS, seeds=4, low_lr_gammas: Sequence[float] | None = None,
+               resume: bool = True, log=None, part: tuple[int, int] | None = None) -> SweepPlan:
+    """The cells of a sweep, which of them are this part's, and which of those are finished (read
+    back) or to compute; checks the settings against `<out_dir>/sweep.json` (CatsimError before
+    any work) and says with one line to `log` why a damaged cell file is recomputed."""
     part = sweep_parts.check_part(part) if part is not None else None
     out = Path(out_dir)
     cells_dir = out / "cells"
@@ -248,7 +276,7 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     mine = [cfg for cfg, owner in zip(configs, owners) if part is None or owner == part[0]]
     cells_dir.mkdir(parents=True, exist_ok=True)
     steps = np.arange(0, config.steps + 1, config.log_every)
-    todo, parts = [], {}
+    todo, done = {}, {}
     for cfg in mine:
         path = cells_dir / f"{cfg.method_label}_n{cfg.group_size}.npz"
         sig = _cell_signature(cfg, gs, seed_list)
@@ -260,40 +288,47 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
             except CatsimError as err:
                 problem = str(err).removeprefix(f"cannot read simulator results from {path}: ")
             if problem is None:
-                parts[_cell_key(cfg)] = cached
+                done[_cell_key(cfg)] = cached
                 continue
             if log:
                 log(f"cell {path.name} cannot be used ({problem}): recomputing it")
-        todo.append((cfg, path, sig))
+        todo[_cell_key(cfg)] = (path, sig)
     if log and part is not None:
         log(f"part {part[0]}/{part[1]}: {len(mine)} of {len(configs)} cells are this part's, "
             f"{len(todo)} to compute")
-    if log and parts:
-        log(f"resuming: {len(parts)} of {len(mine)} cells already done in {cells_dir}")
-    bar = _progress_bar(len(todo) * len(gs) * len(seed_list) * config.steps, progress)
+    if log and done:
+        log(f"resuming: {len(done)} of {len(mine)} cells already done in {cells_dir}")
+    return SweepPlan(config, out, tuple(int(n) for n in group_sizes), gs, seed_list, configs, mine, done, todo,
+                     len(variants) == 1, part)
+
+
+def _run_plan(plan: SweepPlan, *, progress: bool, shard: bool, log_to=()) -> SimResults | None:
+    """Compute the plan's cells to do (grid order), log every cell of the part, assemble."""
+    config, out, gs, seed_list, part = plan.config, plan.out, plan.gammas, plan.seeds, plan.part
+    parts = dict(plan.done)
+    bar = _progress_bar(len(plan.todo) * len(gs) * len(seed_list) * config.steps, progress)
     timings = {}
-    pending = {_cell_key(cfg): (path, sig) for cfg, path, sig in todo}
     # the whole grid's N: a cell runs on the same program in every part and on every resume
-    share_with = [c.group_size for c in configs]
+    share_with = [c.group_size for c in plan.configs]
     suffix = f".part{part[0]}of{part[1]}" if part is not None else ""
     from catsim.tracking import MetricsWriter
 
     writer = MetricsWriter(out, SWEEP_LOG.replace(".jsonl", f"{suffix}.jsonl"), log_to=log_to,
                            resume_step=None, run_name=out.name + suffix,
-                           config={"method": config.method_label, "group_sizes": list(group_sizes),
+                           config={"method": config.method_label, "group_sizes": list(plan.group_sizes),
                                    "gammas": list(gs), "seeds": list(seed_list), "steps": config.steps})
     try:
         with writer:
-            for index, cfg in enumerate(configs):  # cells in grid order, so the log's steps rise
-                if _cell_key(cfg) not in parts and _cell_key(cfg) not in pending:
+            for index, cfg in enumerate(plan.configs):  # cells in grid order, so the log's steps rise
+                if _cell_key(cfg) not in parts and _cell_key(cfg) not in plan.todo:
                     continue  # another part's
                 seconds = None
-                if _cell_key(cfg) in pending:
-                    path, sig = pending[_cell_key(cfg)]
+                if _cell_key(cfg) in plan.todo:
+                    path, sig = plan.todo[_cell_key(cfg)]
                     t0 = time.perf_counter()
                     cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard, share_with=share_with)
                     seconds = time.perf_counter() - t0
-                    timings[cfg.group_size if len(variants) == 1 else path.stem] = seconds
+                    timings[cfg.group_size if plan.single_variant else path.stem] = seconds
                     res = _cell_results(cfg, gs, seed_list, cell)
                     res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
                     res.save(path)
@@ -302,9 +337,9 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     finally:
         if bar is not None:
             bar.close()
-    if not mine:
+    if not plan.mine:
         return None  # a part with no cell (more parts than cells)
-    results = combine([parts[_cell_key(c)] for c in mine])
+    results = combine([parts[_cell_key(c)] for c in plan.mine])
     results = dataclasses.replace(
         results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
     if part is None:
