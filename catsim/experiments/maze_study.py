@@ -35,6 +35,7 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.experiments import provenance
+from catsim.experiments.agreement import read_json
 from catsim.experiments.maze_pieces import eval_problem, read_piece, run_problem
 from catsim.experiments.maze_presets import StudyPreset
 from catsim.files import write_text
@@ -336,7 +337,4 @@ def load_results(out_dir: str | Path) -> dict:
     path = Path(out_dir) / RESULTS_FILE
     if not path.is_file():
         raise CatsimError(f"{path} not found: run `catsim llm maze-study --out {out_dir}` first")
-    try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as exc:
-        raise CatsimError(f"{path} is not valid JSON: {exc}") from None
+    return read_json(path)
