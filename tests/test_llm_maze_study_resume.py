@@ -66,8 +66,11 @@ def test_damaged_pieces_are_recomputed_with_one_line(tmp_path, capsys):
     good_run, good_base = run_eval.read_text(), base_eval.read_text()
     other = json.loads(good_run)
     other["final"]["n"] = 4  # evaluated with another n
+    odd_keys = json.loads(good_run)
+    odd_keys["final"]["pass_at_k"]["x"] = 0.5  # a k that is not a number
     damages = [(run_eval, good_run[: len(good_run) // 2], "unreadable"), (base_eval, "", "empty"),
-               (run_eval, json.dumps(other), "n = 4"), (base_eval, "[1, 2]", "not a JSON object")]
+               (run_eval, json.dumps(other), "n = 4"), (base_eval, "[1, 2]", "not a JSON object"),
+               (run_eval, json.dumps(odd_keys), "pass@k for k")]
     for path, text, why in damages:
         path.write_text(text)
         assert main(argv) == 0

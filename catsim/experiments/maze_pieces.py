@@ -42,7 +42,7 @@ def eval_problem(d: dict, *, n: int, prompts: int, ks, solution_mass: bool = Tru
     if d.get("n") != n:
         return f"evaluated with n = {d.get('n')!r} samples per maze, not {n}"
     passk = d.get("pass_at_k")
-    if not isinstance(passk, dict) or sorted(passk, key=int) != want_ks:
+    if not isinstance(passk, dict) or sorted(passk) != sorted(want_ks):
         return f"pass@k for k = {list(passk) if isinstance(passk, dict) else passk!r}, not {want_ks}"
     if not all(_prob(v) for v in passk.values()):
         return "a pass@k value outside [0, 1]"

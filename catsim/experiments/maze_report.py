@@ -65,8 +65,12 @@ def table_lines(results: dict) -> list[str]:
     return lines
 
 
-def _per_seed(t: dict) -> str:
-    return ", ".join(f"{float(v):+.3f}" for _, v in sorted(t.get("delta_per_seed", {}).items(), key=lambda kv: int(kv[0])))
+def _test_cells(t: dict) -> str:
+    """A test's table cells from Δ on: Δ, interval, p, significant, each seed's Δ (seeds ascending)."""
+    per_seed = ", ".join(f"{float(v):+.3f}" for _, v in sorted(t.get("delta_per_seed", {}).items(),
+                                                                key=lambda kv: int(kv[0])))
+    return (f"{t['delta']:+.4f} | [{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}] | "
+            f"{_p(t).removeprefix('p = ')} | {'yes' if t['significant'] else 'no'} | {per_seed} |")
 
 
 def test_lines(results: dict) -> list[str]:
@@ -80,9 +84,7 @@ def test_lines(results: dict) -> list[str]:
              "| N | γ | units | k | Δ pass@k | interval | p | significant | Δ per seed |",
              "|---|---|---|---|---|---|---|---|---|"]
     for t in tests:
-        lines.append(f"| {t['group_size']} | {t['gamma']:g} | {t['units']} | {t['k']} | {t['delta']:+.4f} | "
-                     f"[{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}] | {_p(t).removeprefix('p = ')} | "
-                     f"{'yes' if t['significant'] else 'no'} | {_per_seed(t)} |")
+        lines.append(f"| {t['group_size']} | {t['gamma']:g} | {t['units']} | {t['k']} | {_test_cells(t)}")
     return lines
 
 
@@ -94,9 +96,7 @@ def change_lines(results: dict) -> list[str]:
     lines = ["| method | N | k | Δ pass@k (run − warm-up) | interval | p | significant | Δ per seed |",
              "|---|---|---|---|---|---|---|---|"]
     for t in changes:
-        lines.append(f"| {_name(t['method'], t['gamma'])} | {t['group_size']} | {t['k']} | {t['delta']:+.4f} | "
-                     f"[{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}] | {_p(t).removeprefix('p = ')} | "
-                     f"{'yes' if t['significant'] else 'no'} | {_per_seed(t)} |")
+        lines.append(f"| {_name(t['method'], t['gamma'])} | {t['group_size']} | {t['k']} | {_test_cells(t)}")
     return lines
 
 
@@ -111,11 +111,11 @@ def _direction(t: dict, up: str, down: str, flat: str) -> str:
     return up if t["delta"] > 0 else down
 
 
-def _describe(t: dict, what: str) -> str:
+def _describe(t: dict) -> str:
     seeds = t.get("delta_per_seed", {})
     same = sum(np.sign(float(v)) == np.sign(t["delta"]) for v in seeds.values())
     spread = f"; {same} of {len(seeds)} seeds share its sign" if len(seeds) > 1 else "; one seed"
-    return (f"{what} Δpass@{t['k']} = ".lstrip() + f"{100 * t['delta']:+.1f} points (95 % interval "
+    return (f"Δpass@{t['k']} = {100 * t['delta']:+.1f} points (95 % interval "
             f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}], {_p(t)}, "
             f"{t['units']} (seed, maze) units{spread})")
 
@@ -129,7 +129,7 @@ def _early_lines(results: dict, n: int, gamma: float) -> list[str]:
         return []
     out = []
     for method, g in (("grpo", 0.0), ("f-grpo", gamma)):
-        runs = [r for r in results["runs"] if (r["method"], r["group_size"], r["gamma"]) == (method, n, g)]
+        runs = plots.runs_of(results, {"method": method, "group_size": n, "gamma": g})
         if not runs:
             continue
         warm = np.mean([plots.warm_up_on_curve_mazes(results, r["seed"], k) for r in runs])
@@ -143,8 +143,9 @@ def _early_lines(results: dict, n: int, gamma: float) -> list[str]:
 
 def _reward_tail(results: dict, method: str, n: int, gamma: float, share: float = 0.1) -> tuple[float, float]:
     """Seed-mean training reward over the run's last `share` of steps and the `share` before it."""
-    curves = [np.asarray(r["reward_curve"]) for r in results["runs"]
-              if (r["method"], r["group_size"], r["gamma"]) == (method, n, gamma) and r.get("reward_curve")]
+    curves = [np.asarray(r["reward_curve"])
+              for r in plots.runs_of(results, {"method": method, "group_size": n, "gamma": gamma})
+              if r.get("reward_curve")]
     if not curves:
         return float("nan"), float("nan")
     w = max(1, int(len(curves[0]) * share))
@@ -193,13 +194,13 @@ def answer_lines(results: dict) -> list[str]:
     grpo_lost = drop is not None and drop["significant"] and drop["delta"] < 0
     focal_better = head["significant"] and head["delta"] > 0
     if drop is not None:
-        lines.append("- GRPO against its warm-up: " + _describe(drop, "") + " — GRPO "
+        lines.append("- GRPO against its warm-up: " + _describe(drop) + " — GRPO "
                      + _direction(drop, f"raised pass@{k}", f"lost pass@{k}", f"did not change pass@{k} detectably") + ".")
     if focal_drop is not None:
-        lines.append(f"- F-GRPO γ = {gamma:g} against its warm-up: " + _describe(focal_drop, "") + " — F-GRPO "
+        lines.append(f"- F-GRPO γ = {gamma:g} against its warm-up: " + _describe(focal_drop) + " — F-GRPO "
                      + _direction(focal_drop, f"raised pass@{k}", f"lost pass@{k}", f"did not change pass@{k} detectably") + ".")
-    lines.append(f"- F-GRPO γ = {gamma:g} − GRPO: " + _describe(head, "") + ".")
-    lines.append("- At k = 1: " + _describe(one, "F-GRPO − GRPO") + ".")
+    lines.append(f"- F-GRPO γ = {gamma:g} − GRPO: " + _describe(head) + ".")
+    lines.append("- At k = 1: F-GRPO − GRPO " + _describe(one) + ".")
     lines += _early_lines(results, n, gamma)
     lines.append("")
     if grpo_lost and focal_better:
