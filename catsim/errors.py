@@ -7,3 +7,8 @@ one line and exits with code 2; library callers catch it as a `ValueError`.
 
 class CatsimError(ValueError):
     """Invalid input or configuration; the message is one line meant for the user."""
+
+
+class CatsimWarning(UserWarning):
+    """A setting that runs but probably not as meant (e.g. pass@k's k equal to the group size);
+    the CLI prints it as one line `catsim <command>: warning: ...`."""

@@ -136,7 +136,7 @@ def test_focal_group_advantages_compose_success_rate_and_advantages():
     # GRPO: A = (sqrt 3, −1/sqrt 3, …) with ε = 0
     out = focal.focal_group_advantages(r, 1.0, reward_correct=1.0, reward_wrong=-1.0, eps=0.0)
     np.testing.assert_allclose(out, 0.75 * np.array([3**0.5] + [-(3**-0.5)] * 3), rtol=1e-6)
-    with pytest.raises(CatsimError, match="unknown advantage kind"):
+    with pytest.raises(CatsimError, match="unknown advantage"):
         focal.focal_group_advantages(r, 1.0, kind="ppo")
 
 

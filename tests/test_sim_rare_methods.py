@@ -11,7 +11,7 @@ import pytest
 from catsim.cli.main import main
 from catsim.errors import CatsimError
 from catsim.objectives import advantages as adv
-from catsim.objectives import losses, rewards
+from catsim.objectives import losses, registry, rewards
 from catsim.sim import config as C
 from catsim.sim import engine, lean, sampler
 
@@ -31,12 +31,14 @@ ONE = [3, 50, 50, 61, 70, 80, 90, 100, 110, 120, 130, 140]
 THREE = [3, 3, 7, 61, 70, 80, 90, 100, 110, 120, 130, 140]
 
 
-@pytest.mark.parametrize("change", [dict(advantage="maxrl"), dict(advantage="pkpo", passk_k=3),
-                                    dict(advantage="passk_training", passk_k=2),
-                                    dict(advantage="passk_best"),
-                                    dict(advantage="grpo", positive_weight=0.1)])
+RULE_CHANGES = [dict(advantage=name, passk_k=3) for name in registry.NAMES if name != "grpo"] + [
+    dict(advantage="grpo", positive_weight=0.1), dict(advantage="w_reinforce", w_reinforce_lambda=0.3)]
+
+
+@pytest.mark.parametrize("change", RULE_CHANGES, ids=lambda c: "-".join(f"{v}" for v in c.values()))
 @pytest.mark.parametrize("draws", [ONE, THREE])
 def test_lean_step_equals_autodiff_and_the_per_sample_rule(change, draws):
+    """Every registry rule: the lean step = autodiff of the loss = the registry's per-sample rule."""
     update = C.UpdateConfig(surrogate="reinforce", optimizer="sgd", learning_rate=1.0, **change)
     z, correct, actions, weights = _setup(draws)
     tx = engine.make_optimizer(update, 1.0)
@@ -47,13 +49,10 @@ def test_lean_step_equals_autodiff_and_the_per_sample_rule(change, draws):
     z_lean, _, _ = lean.lean_update(update, tx, correct, z, jax.nn.softmax(z), tx.init(z),
                                     actions, weights, gamma)
     np.testing.assert_allclose(np.asarray(z_lean - z), np.asarray(z_ref - z), rtol=1e-4, atol=1e-6)
-    # the same step from the objectives' per-sample rule on the 0/1 rewards (or ±1 for grpo)
+    # the same step from the registry's per-sample rule on the 0/1 rewards (on ±1 for the others)
+    rule = registry.get(update.advantage)
     r01 = np.asarray(correct[actions], np.float32)
-    per = {"maxrl": lambda r: adv.maxrl(r, eps=0.0), "pkpo": lambda r: adv.pkpo(r, 3),
-           "passk_training": lambda r: adv.passk_training(r, 2),
-           "passk_best": lambda r: adv.passk_best(r, eps=0.0),
-           "grpo": lambda r: adv.grpo(2 * r - 1, eps=0.0)}[update.advantage]
-    a = per(jnp.asarray(r01))
+    a = rule.advantages(jnp.asarray(r01 if rule.binary else 2 * r01 - 1), lean.rule_options(update))
     a = a * losses.positive_sample_weight(a, update.positive_weight)
     mu = r01.mean()
     a = a * (1 - mu) ** 0.5  # the focal weight at γ = 0.5
@@ -101,6 +100,7 @@ def test_short_runs_of_every_method_retain_finite_mass():
     (dict(positive_weight=-1.0), "positive_weight"),
     (dict(unlikeliness_beta=0.25, advantage="maxrl"), "mean_centred or grpo"),
     (dict(unlikeliness_beta=0.25, entropy_coef=1e-3), "one PPO epoch"),
+    (dict(advantage="nope"), "unknown advantage"), (dict(w_reinforce_lambda=-0.1), "w_reinforce_lambda"),
 ])
 def test_bad_settings(change, message):
     with pytest.raises(CatsimError, match=message):
@@ -111,3 +111,17 @@ def test_cli_bad_flag_is_one_line(capsys):
     assert main(["simulate", "--n", "4", "--steps", "2", "--passk-k", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "passk_k" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("rule", ["passk_training", "pkpo", "pkpo_mean"])
+def test_k_above_n_is_refused_and_k_equal_n_warned(rule, capsys):
+    """A pass@k rule with k > N gives every group zero advantage: refused in one line (exit 2)."""
+    assert main(["simulate", "--n", "4", "--steps", "2", "--advantage", rule, "--passk-k", "16"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "exceeds the group size N = 4" in err and "\n" not in err
+    with pytest.raises(CatsimError, match="exceeds"):
+        C.SimConfig(update=C.UpdateConfig(advantage=rule, passk_k=5), group_size=4)
+    assert main(["simulate", "--n", "4", "--steps", "2", "--advantage", rule, "--passk-k", "4"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "warning: passk_k = N = 4" in err[0]
+    assert ("trains nothing" in err[0]) == (rule != "pkpo")

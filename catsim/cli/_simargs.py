@@ -21,7 +21,7 @@ ASYM_GRPO_DUAL_CLIP = 1.0  # max-norm of --update asym-grpo (the article gives n
 POLICY_FIELDS = ("init", "num_actions", "num_correct", "target_qpos")
 UPDATE_FIELDS = ("surrogate", "advantage", "adv_eps", "optimizer", "learning_rate", "weight_decay",
                  "ppo_epochs", "clip_low", "clip_high", "entropy_coef", "kl_coef", "passk_k",
-                 "unlikeliness_beta", "positive_weight")
+                 "unlikeliness_beta", "positive_weight", "w_reinforce_lambda")
 _PAPER = C.scenario("paper")
 
 
@@ -58,16 +58,20 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int 
                    help=f"surrogate: linear (eq. 5), reinforce (log-prob), grpo, dapo, cispo "
                         f"{_default('surrogate')}")
     u.add_argument("--advantage", choices=C.ADVANTAGES, default=None,
-                   help="mean_centred (r − mean), grpo (÷ std + adv-eps), maxrl ((r − r̄)/r̄), "
-                        "passk_training / pkpo (pass@k, --passk-k) or passk_best (best sample only) "
+                   help="group advantage rule (docs/objectives.md has the table): mean_centred (r − mean), "
+                        "grpo (÷ std + adv-eps), maxrl, passk_training / pkpo / pkpo_mean (pass@k, --passk-k), "
+                        "passk_best, w_reinforce / nsr / psr (no baseline) "
                         f"{_default('advantage')}")
     u.add_argument("--passk-k", type=int, default=None, metavar="K",
-                   help=f"k of --advantage passk_training / pkpo {_default('passk_k')}")
+                   help=f"k of the pass@k rules, at most N {_default('passk_k')}")
+    u.add_argument("--w-reinforce-lambda", type=float, default=None, metavar="LAMBDA",
+                   help=f"λ of --advantage w_reinforce (paper 0.1) {_default('w_reinforce_lambda')}")
     u.add_argument("--unlikeliness-beta", type=float, default=None, metavar="B",
                    help="unlikeliness reward r·(1 − B·rank/N) on the correct draws (paper 0.25) "
                         f"{_default('unlikeliness_beta')}")
     u.add_argument("--positive-weight", type=float, default=None, metavar="LAMBDA",
-                   help="NSR / W-REINFORCE weight λ of positive-advantage draws (paper 0.1) "
+                   help="catsim's variant: λ × the positive advantages of the rule (the published "
+                        "W-REINFORCE is --advantage w_reinforce) "
                         f"{_default('positive_weight')}")
     u.add_argument("--adv-eps", type=float, default=None,
                    help=f"ε in the GRPO std denominator {_default('adv_eps')}")

@@ -9,7 +9,7 @@ import pkgutil
 import sys
 from collections.abc import Sequence
 
-from catsim.errors import CatsimError
+from catsim.errors import CatsimError, CatsimWarning
 from catsim.signals import Terminated, on_sigterm
 
 
@@ -103,7 +103,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = " ".join(x for x in (args.command, getattr(args, "llm_command", None)) if x)
     import signal
     import threading
+    import warnings
 
+    def one_line(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, CatsimWarning):
+            print(f"catsim {name}: warning: {message}", file=sys.stderr)
+        else:
+            default_show(message, category, filename, lineno, file, line)
+
+    default_show, warnings.showwarning = warnings.showwarning, one_line
     previous = None
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, on_sigterm)  # a clean stop between steps
@@ -121,6 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"catsim {name}: {what}; rerun the same command to resume", file=sys.stderr)
         return 143 if isinstance(err, Terminated) else 130
     finally:
+        warnings.showwarning = default_show
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 

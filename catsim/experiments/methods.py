@@ -31,6 +31,20 @@ class Method:
     gamma: float = 0.0
     update: tuple = ()  # (field, value) pairs for UpdateConfig
     source: str = ""  # where its setting comes from
+    k_per_n: bool = False  # a pass@k rule: k = `passk_k_for(N)` in each cell
+
+    def k(self, n: int) -> int | None:
+        """The pass@k k of this method's cell at group size n (None for the other rules)."""
+        return passk_k_for(n) if self.k_per_n else None
+
+
+PASSK_K = 4  # the k of the pass@k rules, where the group is large enough
+
+
+def passk_k_for(n: int) -> int:
+    """k = min(4, N/2): below N, since Pass@k Training and the mean-centred PKPO give every group
+    zero advantage at k ≥ N (a run that never moves) and PKPO's s^(loo−1) keeps only c = 1 at k = N."""
+    return max(1, min(PASSK_K, n // 2))
 
 
 METHODS = (
@@ -43,27 +57,75 @@ METHODS = (
     Method("KL 0.04", 0.0, (("kl_coef", 0.04),), "KL to π_0, DeepSeekMath GRPO β = 0.04"),
     Method("MaxRL", 0.0, (("advantage", "maxrl"),), "MaxRL 2602.02710"),
     Method("F-MaxRL γ=1", 1.0, (("advantage", "maxrl"),), "MaxRL with the focal weight"),
-    Method("Pass@k Training k=4", 0.0, (("advantage", "passk_training"), ("passk_k", 4)), "2508.10751"),
-    Method("PKPO k=4", 0.0, (("advantage", "pkpo"), ("passk_k", 4)), "2505.15201"),
+    Method("Pass@k Training", 0.0, (("advantage", "passk_training"),), "2508.10751, k = min(4, N/2)", True),
+    Method("PKPO", 0.0, (("advantage", "pkpo"),), "2505.15201 s^(loo−1), k = min(4, N/2)", True),
+    Method("PKPO mean-centred", 0.0, (("advantage", "pkpo_mean"),), "rllm PR #743, k = min(4, N/2)", True),
     Method("pass@k best", 0.0, (("advantage", "passk_best"),), "2503.19595, verl grpo_passk"),
     Method("unlikeliness β=0.25", 0.0, (("advantage", "grpo"), ("unlikeliness_beta", 0.25)),
-           "2506.02355 (GRPO on the shaped rewards)"),
-    Method("NSR λ=0.1", 0.0, (("positive_weight", 0.1),), "W-REINFORCE 2506.01347 (on centred rewards)"),
+           "2506.02355 (GRPO on the shaped rewards, all N ranked)"),
+    Method("W-REINFORCE λ=0.1", 0.0, (("advantage", "w_reinforce"), ("w_reinforce_lambda", 0.1)),
+           "2506.01347 (λ on correct, −1 on wrong, no baseline)"),
+    Method("NSR", 0.0, (("advantage", "nsr"),), "2506.01347 (−1 on wrong only)"),
+    Method("PSR", 0.0, (("advantage", "psr"),), "2506.01347 (+1 on correct only)"),
+    Method("λ+=0.1 on centred", 0.0, (("positive_weight", 0.1),),
+           "catsim's variant: λ on the positive centred advantages (not a published rule)"),
 )
 STUDY_GROUP_SIZES = C.PAPER_GROUP_SIZES
 QUICK_GROUP_SIZES = (2, 8, 64, 512, 4096)
+# A cell whose rule changed the policy on fewer than this share of its steps is not a result
+# about keeping rare mass (it keeps it by not training): never crowned, never on a frontier.
+MIN_UPDATE_RATE = 0.01
 
 
-def method_config(base: C.SimConfig, method: Method) -> C.SimConfig:
-    """The paper scenario with `method`'s overrides; its label is a file-safe version of its name."""
-    update = dataclasses.replace(base.update, **dict(method.update))
-    label = "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in method.name)
+def method_config(base: C.SimConfig, method: Method, n: int | None = None) -> C.SimConfig:
+    """The paper scenario with `method`'s overrides (and its k at group size n); its label is a
+    file-safe version of its name (with -k<k> for the pass@k rules)."""
+    overrides = dict(method.update)
+    name = method.name
+    if method.k_per_n:
+        k = method.k(n if n is not None else base.group_size)
+        overrides["passk_k"] = k
+        name += f" k{k}"
+    update = dataclasses.replace(base.update, **overrides)
+    label = "".join(ch if ch.isalnum() or ch in "-." else "_" for ch in name)
     return dataclasses.replace(base, update=update, method=label)
+
+
+def update_rate(config: C.SimConfig, gamma: float, n: int, mu_hat) -> np.ndarray:
+    """Share of the logged steps on which the rule changed the policy, per seed: [seed, step] μ̂ -> [seed].
+
+    From the group's count c = μ̂·N: an entropy or KL term always moves the policy; the
+    unlikeliness reward moves it whenever a draw is correct; otherwise the step moves it when the
+    focal-weighted advantage (`lean.class_advantages`) of a drawn class is non-zero.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from catsim.objectives import focal
+    from catsim.sim import lean
+
+    u = config.update
+    mu = np.asarray(mu_hat, np.float64)
+    c = np.rint(mu * n)
+    if u.entropy_coef or u.kl_coef:
+        moved = np.ones_like(c, bool)
+    elif u.unlikeliness_beta > 0:
+        moved = c > 0
+    else:
+        def cls(x):
+            a_c, a_w = lean.class_advantages(u, x, jnp.float32(n))
+            g = focal.focal_weight(x / n, gamma)
+            return g * a_c, g * a_w
+
+        a_c, a_w = (np.asarray(a) for a in jax.vmap(cls)(jnp.asarray(c.ravel(), jnp.float32)))
+        moved = (((c.ravel() > 0) & (a_c != 0)) | ((c.ravel() < n) & (a_w != 0))).reshape(c.shape)
+    return np.where(np.isfinite(mu), moved, np.nan).mean(axis=-1) if moved.size else np.zeros(c.shape[:-1])
 
 
 @dataclasses.dataclass(frozen=True)
 class MethodsStudy:
-    """Seed statistics of the final state: arrays [method, N, seed]."""
+    """Seed statistics of the final state: arrays [method, N, seed]; `rate` [method, N, seed] is the
+    share of steps on which the rule moved the policy (`update_rate`), `ks` the pass@k k per cell."""
 
     methods: tuple[str, ...]
     group_sizes: tuple[int, ...]
@@ -72,50 +134,84 @@ class MethodsStudy:
     steps: int
     seeds: int
     seconds: float = 0.0
+    rate: np.ndarray | None = None
+    ks: tuple = ()  # per method: a tuple of k per N, or None
 
     def mean(self, metric: str) -> np.ndarray:
         return np.nanmean(getattr(self, metric), axis=-1)
 
+    def trained(self) -> np.ndarray:
+        """[method, N] bool: the cell's rule moved the policy on at least MIN_UPDATE_RATE of its steps."""
+        if self.rate is None:
+            return np.ones(self.mret.shape[:2], bool)
+        return np.nanmean(self.rate, axis=-1) >= MIN_UPDATE_RATE
+
     def frontier(self, j: int) -> list[int]:
-        """Methods on the Mret-vs-Qpos Pareto frontier at N index j (no other has both higher)."""
+        """Trained methods on the Mret-vs-Qpos Pareto frontier at N index j (no other has both higher)."""
         m, q = self.mean("mret")[:, j], self.mean("qpos")[:, j]
-        return [i for i in range(len(self.methods))
-                if not any((m[o] >= m[i]) & (q[o] >= q[i]) & ((m[o] > m[i]) | (q[o] > q[i]))
-                           for o in range(len(self.methods)))]
+        ok = [i for i in range(len(self.methods)) if self.trained()[i, j]]
+        return [i for i in ok
+                if not any((m[o] >= m[i]) & (q[o] >= q[i]) & ((m[o] > m[i]) | (q[o] > q[i])) for o in ok)]
 
     def best_rows(self) -> list[dict]:
-        """Per N: the method with the highest mean Mret, its Mret, Qpos and Qpos − GRPO's Qpos."""
+        """Per N: the trained method with the highest mean Mret, its Mret, Qpos and Qpos − GRPO's Qpos."""
         m, q = self.mean("mret"), self.mean("qpos")
         base = self.methods.index("GRPO") if "GRPO" in self.methods else 0
+        trained = self.trained()
         rows = []
         for j, n in enumerate(self.group_sizes):
-            i = int(np.nanargmax(m[:, j]))
-            rows.append({"n": n, "best": self.methods[i], "mret": float(m[i, j]),
+            i = int(np.nanargmax(np.where(trained[:, j], m[:, j], -np.inf)))
+            rows.append({"n": n, "best": self.methods[i], "k": self._k(i, j), "mret": float(m[i, j]),
                          "grpo_mret": float(m[base, j]), "qpos": float(q[i, j]),
                          "qpos_cost": float(q[base, j] - q[i, j]),
-                         "frontier": [self.methods[k] for k in self.frontier(j)]})
+                         "frontier": [self.methods[k] for k in self.frontier(j)],
+                         "not_trained": [self.methods[k] for k in np.flatnonzero(~trained[:, j])]})
         return rows
+
+    def _k(self, i: int, j: int):
+        return self.ks[i][j] if self.ks and self.ks[i] is not None else None
+
+    def _name(self, i: int, j: int) -> str:
+        k = self._k(i, j)
+        return self.methods[i] + (f" k={k}" if k is not None else "")
 
     def table(self) -> str:
         m, q = self.mean("mret"), self.mean("qpos")
         ms = np.nanstd(self.mret, axis=-1)
+        trained = self.trained()
+        rate = self.mean("rate") if self.rate is not None else np.ones_like(m)
         width = max(len(x) for x in self.methods)
         head = f"{'method':<{width}} " + " ".join(f"{'N=' + str(n):>17}" for n in self.group_sizes)
-        lines = [f"final Mret / Qpos, seed mean (std), {self.seeds} seeds, {self.steps} steps", head]
+        lines = [f"final Mret / Qpos, seed mean (std), {self.seeds} seeds, {self.steps} steps; "
+                 f"pass@k rules at k = min({PASSK_K}, N/2)", head]
         for i, name in enumerate(self.methods):
-            lines.append(f"{name:<{width}} " + " ".join(
-                f"{m[i, j]:.3f}({ms[i, j]:.3f})/{q[i, j]:.2f}"[:17].rjust(17)
-                for j in range(len(self.group_sizes))))
-        lines += ["", "N: most rare mass kept (Mret; GRPO's) at Qpos (cost vs GRPO) | Pareto frontier"]
+            cells = []
+            for j in range(len(self.group_sizes)):
+                text = (f"{m[i, j]:.3f}({ms[i, j]:.3f})/{q[i, j]:.2f}"[:17] if rate[i, j] > 0
+                        else "no update")
+                cells.append((text if trained[i, j] or rate[i, j] == 0 else "*" + text[:16]).rjust(17))
+            lines.append(f"{name:<{width}} " + " ".join(cells))
+        lines += ["", f"no update: the rule never changed the policy; *: it changed it on fewer than "
+                      f"{MIN_UPDATE_RATE:.0%} of its steps. Neither is ranked or on a frontier."]
+        for i in range(len(self.methods)):
+            for j, n in enumerate(self.group_sizes):
+                if not trained[i, j]:
+                    lines.append(f"  N={n}: {self._name(i, j)} updated on {rate[i, j]:.2%} of its steps")
+        lines += ["", "N: most rare mass kept by a rule that trained (Mret; GRPO's) at Qpos (cost vs GRPO) "
+                      "| Pareto frontier"]
         for r in self.best_rows():
-            lines.append(f"{r['n']:>6}: {r['best']} {r['mret']:.3f} (GRPO {r['grpo_mret']:.3f}) at "
+            best = r["best"] + (f" k={r['k']}" if r["k"] is not None else "")
+            lines.append(f"{r['n']:>6}: {best} {r['mret']:.3f} (GRPO {r['grpo_mret']:.3f}) at "
                          f"Qpos {r['qpos']:.3f} (cost {r['qpos_cost']:+.3f}) | {', '.join(r['frontier'])}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
         return {"methods": list(self.methods), "group_sizes": list(self.group_sizes),
                 "steps": self.steps, "seeds": self.seeds, "mret": self.mret.tolist(),
-                "qpos": self.qpos.tolist(), "best": self.best_rows()}
+                "qpos": self.qpos.tolist(),
+                "update_rate": None if self.rate is None else self.rate.tolist(),
+                "passk_k": [None if k is None else list(k) for k in self.ks] if self.ks else None,
+                "min_update_rate": MIN_UPDATE_RATE, "best": self.best_rows()}
 
 
 def run_methods_study(base: C.SimConfig, out_dir, *, group_sizes: Sequence[int] = STUDY_GROUP_SIZES,
@@ -127,16 +223,25 @@ def run_methods_study(base: C.SimConfig, out_dir, *, group_sizes: Sequence[int] 
     t0 = time.perf_counter()
     mret = np.full((len(methods), len(group_sizes), seeds), np.nan)
     qpos = np.full_like(mret, np.nan)
+    rate = np.full_like(mret, np.nan)
     for i, method in enumerate(methods):
-        cfg = method_config(base, method)
         if log:
             log(f"method {method.name}")
-        res = sweep(cfg, out / "runs" / cfg.method, group_sizes=group_sizes, gammas=[method.gamma],
-                    seeds=seeds, resume=resume, progress=progress, shard=shard, log=log)
-        mret[i] = res.final("mret")[0, 0]
-        qpos[i] = res.final("qpos")[0, 0]
+        cells: dict = {}  # one sweep per distinct k (per N for the pass@k rules)
+        for j, n in enumerate(group_sizes):
+            cells.setdefault(method.k(n), []).append(j)
+        for js in cells.values():
+            sizes = [int(group_sizes[j]) for j in js]
+            cfg = method_config(base, method, sizes[0])
+            res = sweep(cfg, out / "runs" / cfg.method, group_sizes=sizes, gammas=[method.gamma],
+                        seeds=seeds, resume=resume, progress=progress, shard=shard, log=log)
+            mret[i, js] = res.final("mret")[0, 0]
+            qpos[i, js] = res.final("qpos")[0, 0]
+            for jj, (j, n) in enumerate(zip(js, sizes)):
+                rate[i, j] = update_rate(cfg, method.gamma, n, res.data["mu_hat"][0, 0, jj][:, 1:])
+    ks = tuple(tuple(method.k(int(n)) for n in group_sizes) if method.k_per_n else None for method in methods)
     study = MethodsStudy(tuple(m.name for m in methods), tuple(int(n) for n in group_sizes),
-                         mret, qpos, base.steps, seeds, time.perf_counter() - t0)
+                         mret, qpos, base.steps, seeds, time.perf_counter() - t0, rate, ks)
     write_text(out / "methods.txt", study.table() + "\n")
     write_text(out / "methods.json", json.dumps(study.to_json(), indent=1) + "\n")
     from catsim.plots.methods import plot_frontier, plot_vs_n
@@ -146,4 +251,5 @@ def run_methods_study(base: C.SimConfig, out_dir, *, group_sizes: Sequence[int] 
     plot_frontier(study, fig_dir / "methods_frontier.png")
     if figures_dir is not None:
         write_text(fig_dir / "methods.txt", study.table() + "\n")
+        write_text(fig_dir / "methods.json", json.dumps(study.to_json(), indent=1) + "\n")
     return study

@@ -16,14 +16,22 @@ What is where
     binary_group_advantages(num_correct, group_size, *, reward_correct=1.0, reward_wrong=0.0,
                             normalise_std=False, eps=0.0) -> (A_correct, A_wrong)   from counts
     batch_renormalise(advantages, mask=None, *, eps=1e-6, centre=False) -> same shape
-    ADVANTAGES: {"mean_centred", "grpo", "dr_grpo"} -> f(rewards_N) -> [N]
-    binary {0, 1} rewards, rare-solution rules (exactly 0 for all-equal groups):
-    maxrl(rewards_N, *, eps=1e-6)            (r − r̄)/(r̄ + ε)                  MaxRL 2602.02710
-    passk_training(rewards_N, k)             analytical pass@k advantage        2508.10751
-    pkpo(rewards_N, k)                       k·(s_i − ρ), unbiased pass@k credit 2505.15201
-    passk_best(rewards_N, *, eps=1e-6)       best sample only, (r1 − r2)/std    2503.19595
-    binary_method_advantages(kind, num_correct, group_size, *, k=1, eps=1e-6) -> (A_c, A_w)
+    safe_divide(num, den) -> num/den where den > 0, else 0 (the one std / rate guard)
+
+`binary` — rare-solution rules on 0/1 success indicators, per sample [N] and from counts (A_c, A_w):
+    maxrl(rewards_N, *, eps=1e-6)            (r − r̄)/(r̄ + ε)                      MaxRL 2602.02710
+    passk_training(rewards_N, k)             analytical pass@k advantage            2508.10751
+    pkpo(rewards_N, k, *, baseline="loo")    n·s^(loo−1) (Eq. 33) | "mean": k(s − ρ)  2505.15201
+    passk_best(rewards_N, *, eps=1e-6)       best sample only, (r1 − r2)/std        2503.19595
+    w_reinforce(rewards_N, *, positive_weight=0.1)   λ / −1, no baseline         2506.01347
+    nsr(rewards_N); psr(rewards_N)           −1 on wrong only; +1 on correct only   2506.01347
+    <rule>_counts(num_correct, group_size, ...) -> (A_c, A_w)
     log_comb_ratio(a, n, k) = log C(n−a, k)/C(n, k)   stable (log1p sum) for n up to 131072
+
+`registry` — the one list of advantage rules (simulator, trainer, CLIs, plug-ins, docs table):
+    RULES / NAMES; get(name) -> Rule; Rule.advantages(rewards_N, Options(k, eps, ddof,
+    w_reinforce_lambda, reward_correct, reward_wrong)); Rule.class_advantages(c, n, Options);
+    Rule.can_move(n, k); check_k(name, k, n) (k > n raises, k = n returns a warning)
 
 `focal` — F-GRPO (§4) and the App. N control:
     focal_weight(success_rate, gamma) -> g = (1 − μ̂)^γ   (0^0 = 1: γ = 0 is GRPO)
@@ -56,7 +64,7 @@ What is where
     token_mean(per_token, mask=None) -> []      mask may hold weights, e.g. sample counts
     sequence_mean(per_token_BxT, mask_BxT) -> []
     token_sum_constant(per_token_BxT, mask_BxT, max_length) -> []   Dr.GRPO
-    positive_sample_weight(advantages, weight=0.1)   NSR / W-REINFORCE λ on A > 0 (2506.01347)
+    positive_sample_weight(advantages, weight=0.1)   catsim's λ on A > 0 (not W-REINFORCE: binary.w_reinforce)
     SURROGATES: {"linear", "reinforce", "grpo", "dapo", "cispo"} -> f(logp, old_logp, advantages)
 
 `asymmetric` — the asymmetric, confidence-weighted GRPO article (docs/asymmetric-grpo.md):
@@ -88,7 +96,7 @@ What is where
 `rewards` — length shaping (DAPO §3.4):
     overlong_penalty(lengths, max_length, buffer, penalty=1.0) -> [...]   0, linear ramp, −penalty
     overlong_keep(truncated) -> [...]   overlong filtering: 0 for truncated completions
-    unlikeliness(rewards_N, logp_N, *, beta=0.25)   r·(1 − β·rank/N), rank of correct by log π
+    unlikeliness(rewards_N, logp_N, *, beta=0.25, weights_N=None)   r·(1 − β·rank/N), all N ranked by log π
 
 `grad_clip` — optax:
     dual_threshold_clip(max_norm, lower_threshold=0.1, amplification=1.5)
@@ -101,6 +109,15 @@ Categorical simulator, counts c_V of N draws with per-action advantage A_V:
     loss = token_mean(reinforce_loss(jax.nn.log_softmax(z_V), A_V), c_V)   # = (1/N)Σ_j over draws
 """
 
-from catsim.objectives import advantages, asymmetric, focal, grad_clip, losses, rewards
+from catsim.objectives import (
+    advantages,
+    asymmetric,
+    binary,
+    focal,
+    grad_clip,
+    losses,
+    registry,
+    rewards,
+)
 
-__all__ = ["advantages", "asymmetric", "focal", "grad_clip", "losses", "rewards"]
+__all__ = ["advantages", "asymmetric", "binary", "focal", "grad_clip", "losses", "registry", "rewards"]

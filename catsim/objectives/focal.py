@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from catsim.errors import CatsimError
 from catsim.objectives import _validate as v
 from catsim.objectives import advantages as adv
+from catsim.objectives import registry
 
 __all__ = [
     "focal_weight",
@@ -68,18 +69,15 @@ def focal_group_advantages(
     Args:
       rewards_N: [N] rewards in [Rw, Rc].
       gamma: γ ≥ 0 (γ = 0 returns the plain advantages).
-      kind: "grpo" (std-normalised, ε = eps), "dr_grpo" or "mean_centred".
+      kind: a rule of `catsim.objectives.registry` ("grpo": std-normalised with ε = eps, "dr_grpo",
+        "mean_centred", or a binary rule on 0/1 rewards, e.g. "maxrl" for F-MaxRL).
       ddof: the GRPO std: 0 = population std (the paper's analysis), 1 = sample std (verl, TRL).
       reward_correct, reward_wrong: Rc > Rw for μ̂ = (R̄ − Rw)/(Rc − Rw).
 
     Returns:
       [N] advantages (F-GRPO / F-Dr.GRPO; feed them to the DAPO/CISPO losses for F-DAPO/F-CISPO).
     """
-    if kind not in adv.ADVANTAGES:
-        raise CatsimError(
-            f"unknown advantage kind {kind!r}; choose one of {', '.join(adv.ADVANTAGES)}"
-        )
-    base = adv.grpo(rewards_N, eps=eps, ddof=ddof) if kind == "grpo" else adv.ADVANTAGES[kind](rewards_N)
+    base = registry.get(kind).advantages(rewards_N, registry.Options(eps=eps, ddof=ddof))
     mu = adv.success_rate(rewards_N, reward_correct=reward_correct, reward_wrong=reward_wrong)
     return apply_focal(base, mu, gamma)
 

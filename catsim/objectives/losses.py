@@ -280,19 +280,20 @@ SURROGATES = {
 }
 
 
-# --- NSR / W-REINFORCE: the positive-sample weight λ (Zhu et al., arXiv 2506.01347, §4) ---
+# --- catsim's positive-sample weight λ (a variant; the published W-REINFORCE is binary.w_reinforce) ---
 
 __all__ += ["positive_sample_weight"]
 
 
 def positive_sample_weight(advantages, weight=0.1):
-    """Per-sample loss weight λ on positive samples, 1 on the others (W-REINFORCE: λ·L_PSR + L_NSR).
+    """Per-sample loss weight λ on positive-advantage samples, 1 on the others: catsim's variant.
 
-    Zhu et al. ("The Surprising Effectiveness of Negative Reinforcement", arXiv 2506.01347) keep
-    the negative-sample term and scale the positive one by λ = 0.1. Multiply the per-token loss
+    Applied to a group-relative rule's advantages (e.g. GRPO's centred ones) this down-weights the
+    positive side as Zhu et al. (arXiv 2506.01347) do with λ = 0.1 — but their W-REINFORCE has no
+    group baseline (`catsim.objectives.binary.w_reinforce`); this composition is not it. Multiply the per-token loss
     (or, equivalently for every surrogate here, which are all positively homogeneous in A, the
     advantages) by this. A > 0 marks a positive sample; A = 0 (an inactive group) stays 0.
-    Elementwise: [...] -> [...]. λ = 1 is the plain loss, λ = 0 pure negative reinforcement.
+    Elementwise: [...] -> [...]. λ = 1 is the plain loss, λ = 0 keeps only the negative advantages.
     """
     v.check_nonnegative("weight", weight)
     advantages = jnp.asarray(advantages)

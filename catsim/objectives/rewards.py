@@ -62,37 +62,40 @@ def overlong_keep(truncated):
 __all__ += ["unlikeliness", "unlikeliness_ranks"]
 
 
-def unlikeliness_ranks(correct_N, logp_N, weights_N=None):
-    """Rank of each correct sample among the group's correct samples by ascending log-prob.
+def unlikeliness_ranks(logp_N, weights_N=None):
+    """Rank of each sample in its group by ascending log-prob: 0 for the least likely.
 
-    Rank 0 is the least likely correct sample; ties go by position (a stable sort, as the
-    authors' argsort). Wrong samples (and samples of weight 0) get rank 0 and are not counted.
-    [N] bool, [N] float (, [N] 0/1 weights) -> [N] float ranks.
+    Every sample is ranked, correct or not, as the authors' code does
+    (`torch.argsort(torch.argsort(log_probs))`); ties go by position (a stable sort). Samples of
+    weight 0 (padding) rank after every counted one and do not shift the others' ranks.
+    [N] float (, [N] 0/1 weights) -> [N] float ranks.
     """
-    correct_N = jnp.asarray(correct_N, bool)
-    if weights_N is not None:
-        correct_N = correct_N & (jnp.asarray(weights_N) > 0)
     logp_N = jnp.asarray(logp_N)
-    key = jnp.where(correct_N, logp_N, jnp.inf)  # correct samples first, least likely first
+    dtype = jnp.result_type(logp_N, float)
+    key = logp_N if weights_N is None else jnp.where(jnp.asarray(weights_N) > 0, logp_N, jnp.inf)
     order = jnp.argsort(key, stable=True)
-    ranks = jnp.zeros(logp_N.shape, jnp.result_type(logp_N, float)).at[order].set(
-        jnp.arange(logp_N.shape[0], dtype=jnp.result_type(logp_N, float)))
-    return jnp.where(correct_N, ranks, 0.0)
+    return jnp.zeros(logp_N.shape, dtype).at[order].set(jnp.arange(logp_N.shape[0], dtype=dtype))
 
 
-def unlikeliness(rewards_N, logp_N, *, beta=0.25):
-    """The unlikeliness reward: r_i ← r_i·(1 − β·rank_i/N) (arXiv 2506.02355, §4; β_rank = 0.25).
+def unlikeliness(rewards_N, logp_N, *, beta=0.25, weights_N=None):
+    """The unlikeliness reward: r_i ← r_i·(1 − β·rank_i/N) (He et al., "Rewarding the Unlikely",
+    arXiv 2506.02355, §4; β_rank = 0.25).
 
-    rank_i ranks the group's correct samples (r_i > 0) by ascending log-prob under the sampling
-    policy, so the least likely correct sample keeps its full reward and the most likely loses up
-    to β·(c − 1)/N of it; wrong samples (r = 0) are unchanged. GRPO then runs on these rewards.
+    rank_i ranks ALL N samples of the group by ascending log-prob under the sampling policy (the
+    least likely has rank 0), so a correct sample keeps (1 − β·rank/N) of its reward: the less
+    likely, the more. Wrong samples (r = 0) stay 0. GRPO then runs on these rewards. This is the
+    authors' code: AndreHe02/rewarding-unlikely-release, `verl/trainer/ppo/ray_lean_trainer.py`
+    `_compute_advantages` (ranks by the mean per-token log-prob of each completion, ranks over
+    all N). Minimal case: r = [1, 1, 0], log π = [−1, −2, −3], β = 1/4 -> [0.833, 0.917, 0].
     An all-wrong group stays all zero; an all-correct group gets unequal rewards (the rule's
     point: it pushes mass from likely to unlikely correct samples even when all succeed).
 
     Args:
       rewards_N: [N] verifier rewards in [0, 1] (0 = wrong).
-      logp_N: [N] sequence log-probs log π(o_i) of the samples (treated as constants).
+      logp_N: [N] log-probs log π(o_i) of the samples (treated as constants; the authors use the
+        mean per-token log-prob of a completion).
       beta: β_rank in [0, 1].
+      weights_N: optional [N] 0/1 weights; N is then their sum and weight-0 samples are not ranked.
 
     Returns:
       [N] shaped rewards.
@@ -101,5 +104,6 @@ def unlikeliness(rewards_N, logp_N, *, beta=0.25):
     v.check_same_shape(rewards_N=rewards_N, logp_N=logp_N)
     v.check_in_closed("beta", beta, 0.0, 1.0)
     rewards_N = jnp.asarray(rewards_N)
-    ranks = unlikeliness_ranks(rewards_N > 0, jax.lax.stop_gradient(logp_N))
-    return rewards_N * (1.0 - beta * ranks / rewards_N.shape[0])
+    ranks = unlikeliness_ranks(jax.lax.stop_gradient(logp_N), weights_N)
+    size = rewards_N.shape[0] if weights_N is None else jnp.sum(jnp.asarray(weights_N, rewards_N.dtype))
+    return rewards_N * (1.0 - beta * ranks / size)

@@ -17,19 +17,24 @@ def plot_vs_n(study, path) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     n = np.asarray(study.group_sizes)
     cmap = plt.get_cmap("tab20")
+    trained = study.trained()
     for i, name in enumerate(study.methods):
         for ax, metric in zip(axes, ("mret", "qpos")):
             values = getattr(study, metric)[i]
-            ax.errorbar(n, np.nanmean(values, -1), yerr=np.nanstd(values, -1), color=cmap(i % 20),
+            mean, std = np.nanmean(values, -1), np.nanstd(values, -1)
+            ax.errorbar(n, np.where(trained[i], mean, np.nan), yerr=std, color=cmap(i % 20),
                         marker="o", ms=3, lw=1.2, capsize=2, label=name,
                         ls="-" if i < 6 else "--")
+            if not trained[i].all():  # a rule that (almost) never moved the policy: a grey cross
+                ax.plot(n[~trained[i]], mean[~trained[i]], "x", color=cmap(i % 20), ms=7, mew=1.5)
     for ax, title in zip(axes, ("(a) final Mret (retained rare correct mass)", "(b) final Qpos")):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("group size N")
         ax.set_title(title)
         ax.grid(alpha=0.3)
     axes[1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"methods study: {study.seeds} seeds, {study.steps} steps (paper scenario)")
+    fig.suptitle(f"methods study: {study.seeds} seeds, {study.steps} steps (paper scenario); "
+                 "x: the rule moved the policy on < 1 % of its steps (not a result)")
     return save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
@@ -45,9 +50,11 @@ def plot_frontier(study, path) -> Path:
     for j, n in enumerate(study.group_sizes):
         ax = axes.flat[j]
         front = set(study.frontier(j))
+        trained = study.trained()[:, j]
         for i, name in enumerate(study.methods):
             ax.scatter(q[i, j], m[i, j], color=cmap(i % 20), s=28, label=name if j == 0 else None,
-                       edgecolors="k" if i in front else "none", linewidths=1.2, zorder=3)
+                       edgecolors=("k" if i in front else "none") if trained[i] else None,
+                       linewidths=1.2, zorder=3, marker="o" if trained[i] else "x")
         order = sorted(front, key=lambda i: q[i, j])
         ax.plot(q[order, j], m[order, j], "k-", lw=0.6, zorder=2)
         ax.set_title(f"N = {n}", fontsize=9)
@@ -57,6 +64,6 @@ def plot_frontier(study, path) -> Path:
     for ax in list(axes.flat)[len(study.group_sizes):]:
         ax.axis("off")
     fig.legend(loc="lower center", ncol=5, fontsize=7, bbox_to_anchor=(0.5, -0.02 - 0.03 * rows))
-    fig.suptitle("Mret vs Qpos per N (ringed: on the frontier)")
+    fig.suptitle("Mret vs Qpos per N (ringed: on the frontier; x: the rule hardly moved the policy)")
     fig.tight_layout()
     return save_figure(fig, path, dpi=120, bbox_inches="tight")

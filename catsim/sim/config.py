@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
-from catsim.errors import CatsimError
+from catsim.errors import CatsimError, CatsimWarning
+from catsim.objectives import registry
 from catsim.objectives.asymmetric import AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
 from catsim.objectives.grad_clip import dual_threshold_clip
 
 INIT_KINDS = ("paper", "uniform", "gaussian", "zipf", "target_qpos")
 SURROGATES = ("linear", "reinforce", "grpo", "dapo", "cispo")
-ADVANTAGES = ("mean_centred", "grpo", "maxrl", "passk_training", "pkpo", "passk_best")
+ADVANTAGES = registry.NAMES  # the group-advantage rules (catsim.objectives.registry)
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SAMPLERS = ("auto", "inverse_cdf", "blocked")
 
@@ -82,12 +84,14 @@ class UpdateConfig:
     """
 
     surrogate: str = "reinforce"  # "linear" (eq. 5), "reinforce" (log-prob), "grpo", "dapo", "cispo"
-    advantage: str = "mean_centred"  # "mean_centred" (App. J, r − mean), "grpo" (÷ std + eps), or a
-    # binary rule of `objectives.advantages.BINARY_METHODS` (on the 0/1 success indicators)
+    advantage: str = "mean_centred"  # a rule of `objectives.registry`: "mean_centred" (App. J, r − mean),
+    # "grpo" (÷ std + eps) on the reward levels, or a binary rule (on the 0/1 success indicators)
     adv_eps: float = 0.0  # ε in the GRPO std denominator (0 = exact); also MaxRL's and passk_best's ε
-    passk_k: int = 4  # k of passk_training and pkpo
+    passk_k: int = 4  # k of passk_training, pkpo and pkpo_mean (at most N)
+    w_reinforce_lambda: float = 0.1  # λ of advantage w_reinforce (the paper's 0.1)
     unlikeliness_beta: float = 0.0  # β of the unlikeliness reward (0 = off; paper 0.25)
-    positive_weight: float = 1.0  # NSR / W-REINFORCE λ on positive-advantage draws (1 = off; paper 0.1)
+    positive_weight: float = 1.0  # catsim's variant: λ × the positive advantages of the rule (1 = off);
+    # the published W-REINFORCE is advantage "w_reinforce" (no baseline)
     reward_correct: float = 1.0  # Rc
     reward_wrong: float = -1.0  # Rw < Rc
     gamma: GammaSchedule = GammaSchedule()  # focal weight (1 − μ̂)^γ; γ is overridden per run
@@ -145,8 +149,10 @@ class UpdateConfig:
                 raise CatsimError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
         _whole("ppo_epochs", self.ppo_epochs, 1)
         _whole("passk_k", self.passk_k, 1)
-        for name in ("unlikeliness_beta", "positive_weight"):
+        for name in ("unlikeliness_beta", "positive_weight", "w_reinforce_lambda"):
             _finite(name, getattr(self, name))
+        if self.w_reinforce_lambda < 0:
+            raise CatsimError(f"w_reinforce_lambda must be >= 0, got {self.w_reinforce_lambda}")
         if not 0.0 <= self.unlikeliness_beta <= 1.0:
             raise CatsimError(f"unlikeliness_beta must lie in [0, 1], got {self.unlikeliness_beta}")
         if self.positive_weight < 0:
@@ -184,7 +190,9 @@ class UpdateConfig:
         """Short method label used as the `method` coordinate of results."""
         label = f"{self.optimizer}-{self.surrogate}-lr{self.learning_rate:g}"
         if self.advantage not in ("mean_centred", "grpo"):
-            label += f"-{self.advantage}" + (f"{self.passk_k}" if self.advantage in ("pkpo", "passk_training") else "")
+            label += f"-{self.advantage}" + (f"{self.passk_k}" if registry.get(self.advantage).needs_k else "")
+            if self.advantage == "w_reinforce":
+                label += f"{self.w_reinforce_lambda:g}"
         if self.unlikeliness_beta > 0:
             label += f"-unlikely{self.unlikeliness_beta:g}"
         if self.positive_weight != 1.0:
@@ -222,6 +230,9 @@ class SimConfig:
             raise CatsimError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
         if self.sampler not in SAMPLERS:
             raise CatsimError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        note = registry.check_k(self.update.advantage, self.update.passk_k, self.group_size)  # k > N raises
+        if note:
+            warnings.warn(note, CatsimWarning, stacklevel=3)
 
     @property
     def method_label(self) -> str:

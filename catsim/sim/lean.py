@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from catsim.objectives import advantages, focal, losses, rewards
+from catsim.objectives import advantages, focal, losses, registry, rewards
 from catsim.sim import sampler
 from catsim.sim.config import UpdateConfig
 
@@ -46,22 +46,22 @@ def uses_lean_step(update: UpdateConfig) -> bool:
     return LEAN_STEP and has_closed_form_gradient(update)
 
 
+def rule_options(update: UpdateConfig) -> registry.Options:
+    """The registry options of `update` (k, ε, W-REINFORCE λ, the reward levels)."""
+    return registry.Options(k=update.passk_k, eps=update.adv_eps, w_reinforce_lambda=update.w_reinforce_lambda,
+                            reward_correct=update.reward_correct, reward_wrong=update.reward_wrong)
+
+
 def class_advantages(update: UpdateConfig, num_correct, size):
     """(A_correct, A_wrong) of a binary-reward group of `size` draws with `num_correct` correct ones,
-    under `update.advantage`, with the NSR positive weight λ applied (`losses.positive_sample_weight`).
+    under `update.advantage` (its counts form in `objectives.registry`), with catsim's positive
+    weight λ applied (`losses.positive_sample_weight`).
 
-    mean_centred / grpo use the reward levels Rc, Rw; the binary rules (MaxRL, pass@k) their
-    papers' 0/1 success indicators (`advantages.binary_method_advantages`, k = `passk_k`).
+    mean_centred / grpo use the reward levels Rc, Rw; the binary rules (MaxRL, pass@k, the signed
+    rules) their papers' 0/1 success indicators.
     """
-    if update.advantage in advantages.BINARY_METHODS:
-        a_correct, a_wrong = advantages.binary_method_advantages(
-            update.advantage, num_correct, size, k=update.passk_k, eps=update.adv_eps)
-    else:
-        a_correct, a_wrong = advantages.binary_group_advantages(
-            num_correct, size, reward_correct=update.reward_correct,
-            reward_wrong=update.reward_wrong, normalise_std=update.advantage == "grpo",
-            eps=update.adv_eps,
-        )
+    rule = registry.get(update.advantage)
+    a_correct, a_wrong = rule.class_advantages(num_correct, size, rule_options(update))
     if update.positive_weight != 1.0:
         a_correct = a_correct * losses.positive_sample_weight(a_correct, update.positive_weight)
         a_wrong = a_wrong * losses.positive_sample_weight(a_wrong, update.positive_weight)
@@ -69,17 +69,16 @@ def class_advantages(update: UpdateConfig, num_correct, size):
 
 
 def unlikeliness_draw_advantages(update: UpdateConfig, correct_N, p_V, actions_N, weights_N, size):
-    """[N] per-draw advantages on the unlikeliness-shaped rewards (`rewards.unlikeliness`).
+    """[N] per-draw advantages on the unlikeliness-shaped rewards (`rewards.unlikeliness`, the one
+    implementation: all counted draws ranked by ascending log π(a), draws of one action by position).
 
-    The correct draws are ranked by ascending log π(a) (draws of one action rank by position); the
-    success indicator s = 1 − β·rank/N of a correct draw maps to R = Rw + (Rc − Rw)·s, and the
-    group's mean-centred or GRPO advantage (population std) is taken over the counted draws.
+    The shaped success indicator s of a draw maps to R = Rw + (Rc − Rw)·s, and the group's
+    mean-centred or GRPO advantage (population std) is taken over the counted draws.
     """
     valid = weights_N > 0
     correct = correct_N & valid
-    logp_N = jnp.log(p_V[actions_N])
-    ranks = rewards.unlikeliness_ranks(correct, logp_N)
-    shaped = jnp.where(correct, 1.0 - update.unlikeliness_beta * ranks / size, 0.0)
+    shaped = rewards.unlikeliness(correct.astype(p_V.dtype), jnp.log(p_V[actions_N]),
+                                  beta=update.unlikeliness_beta, weights_N=weights_N)
     r_N = update.reward_wrong + (update.reward_correct - update.reward_wrong) * shaped
     mean = jnp.sum(jnp.where(valid, r_N, 0.0)) / size
     centred = jnp.where(valid, r_N - mean, 0.0)
@@ -87,8 +86,7 @@ def unlikeliness_draw_advantages(update: UpdateConfig, correct_N, p_V, actions_N
     centred = jnp.where(jnp.any(correct), centred, 0.0)
     if update.advantage == "grpo":
         std = jnp.sqrt(jnp.sum(centred**2) / size)
-        denom = std + update.adv_eps
-        centred = jnp.where(denom > 0, centred / jnp.where(denom > 0, denom, 1.0), 0.0)
+        centred = advantages.safe_divide(centred, std + update.adv_eps)
     if update.positive_weight != 1.0:
         centred = centred * losses.positive_sample_weight(centred, update.positive_weight)
     return centred

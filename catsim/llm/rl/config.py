@@ -222,7 +222,7 @@ class RLConfig:
     # 2.0: near = at most 3 edits from a positive (docs/asymmetric-grpo.md §9 has the measurement)
     asym: AsymmetricConfig = AsymmetricConfig(delta=TRAINER_DELTA)
     components: AsymComponents = AsymComponents()  # which asym-GRPO components run
-    rare: RareConfig = RareConfig()  # MaxRL / pass@k advantage override, NSR λ (catsim.llm.rl.rare)
+    rare: RareConfig = RareConfig()  # advantage-rule override, k, W-REINFORCE λ (catsim.llm.rl.rare)
     optimizer: OptimizerConfig = OptimizerConfig()
     rollout: RolloutConfig = RolloutConfig()
     run: RunConfig = RunConfig()
@@ -441,8 +441,10 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "batch_renorm": ("objective", "batch_renorm", "re-normalise advantages over the whole batch"),
     "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator (also MaxRL's and passk_best's)"),
     "advantage": ("rare", "advantage", "group advantage override (binary rules: score > 1/2 is correct)"),
-    "passk_k": ("rare", "passk_k", "k of --advantage passk_training / pkpo"),
-    "positive_weight": ("rare", "positive_weight", "NSR / W-REINFORCE λ on positive advantages (paper 0.1)"),
+    "passk_k": ("rare", "passk_k", "k of --advantage passk_training / pkpo / pkpo_mean (at most the group size)"),
+    "w_reinforce_lambda": ("rare", "w_reinforce_lambda", "λ of --advantage w_reinforce (the paper's 0.1)"),
+    "positive_weight": ("rare", "positive_weight", "catsim's variant: λ × the positive advantages of any rule "
+                                                   "(1 = off; the published W-REINFORCE is --advantage w_reinforce)"),
     "adv_std": ("objective", "adv_std", "GRPO std: population (ddof 0, the paper's analysis) or sample "
                                         "(ddof 1, verl and TRL)"),
     "aggregation": ("objective", "aggregation", "loss aggregation: token_mean (DAPO, App. B), sequence_mean "

@@ -187,7 +187,7 @@ def collect(tr: Trainer, params, step: int, sampling: SamplingConfig) -> Collect
 
 # options added after runs were published, left out of the fingerprint at their default (off) so
 # that those run directories still resume
-LATER_OPTIONS = {"clip_ratio_c": None, "kl_bias_correction": False}
+LATER_OPTIONS = {"clip_ratio_c": None, "kl_bias_correction": False, "w_reinforce_lambda": 0.1}
 
 
 def fingerprint_settings(cfg: RLConfig) -> dict:

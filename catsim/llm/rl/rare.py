@@ -1,46 +1,58 @@
-"""The trainer's rare-solution advantage overrides: MaxRL, Pass@k Training, PKPO, the best-sample
-pass@k rule (catsim.objectives.advantages) and the NSR positive-sample weight λ
-(catsim.objectives.losses.positive_sample_weight), as one section of `RLConfig`."""
+"""The trainer's advantage override: any rule of `catsim.objectives.registry` (MaxRL, Pass@k
+Training, PKPO, the best-sample rule, W-REINFORCE / NSR / PSR, ...) in place of the method's, its
+k and W-REINFORCE λ, and catsim's positive-advantage weight (`losses.positive_sample_weight`), as
+one section of `RLConfig`."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
-from catsim.errors import CatsimError
+from catsim.errors import CatsimError, CatsimWarning
 from catsim.objectives import _validate as v
+from catsim.objectives import registry
 
-# group advantages a run may override its method's with: GRPO, Dr.GRPO and the binary-reward rules
-RL_ADVANTAGES = ("grpo", "dr_grpo", "maxrl", "passk_training", "pkpo", "passk_best")
+RL_ADVANTAGES = registry.NAMES  # a run may override its method's group advantage with any of these
 
 
 @dataclass(frozen=True)
 class RareConfig:
-    """Advantage override (None = the method's), k of the pass@k rules, NSR λ (1 = off)."""
+    """Advantage override (None = the method's), k of the pass@k rules, W-REINFORCE λ, catsim's
+    positive weight (1 = off)."""
 
-    advantage: str | None = None  # one of RL_ADVANTAGES; the binary rules read score > 1/2 as correct
-    passk_k: int = 4  # k of passk_training and pkpo
-    positive_weight: float = 1.0  # λ on positive-advantage rollouts (W-REINFORCE: 0.1)
+    advantage: str | None = None  # a registry rule; the binary rules read score > 1/2 as correct
+    passk_k: int = 4  # k of passk_training, pkpo and pkpo_mean (at most the group size)
+    positive_weight: float = 1.0  # catsim's variant: λ × positive advantages of any rule (1 = off)
+    w_reinforce_lambda: float = 0.1  # λ of --advantage w_reinforce (the paper's 0.1)
 
     def __post_init__(self) -> None:
-        if self.advantage not in (None, *RL_ADVANTAGES):
-            raise CatsimError(f"advantage must be one of {', '.join(RL_ADVANTAGES)}, got {self.advantage!r}")
+        if self.advantage is not None:
+            registry.get(self.advantage)  # one line naming the choices
         if isinstance(self.passk_k, bool) or not isinstance(self.passk_k, int) or self.passk_k < 1:
             raise CatsimError(f"rl passk_k must be a positive integer, got {self.passk_k!r}")
         v.check_nonnegative("positive_weight", self.positive_weight)
+        v.check_nonnegative("w_reinforce_lambda", self.w_reinforce_lambda)
+
+    def options(self, *, eps: float, ddof: int) -> registry.Options:
+        """The registry options of a run (ε and the GRPO std's ddof come from its objective)."""
+        return registry.Options(k=self.passk_k, eps=eps, ddof=ddof, w_reinforce_lambda=self.w_reinforce_lambda)
 
     def check(self, advantage: str, group_size: int) -> None:
-        """Checks that need the run's group size (`advantage`: the one the run uses)."""
+        """Checks that need the run's group size (`advantage`: the one the run uses): k > N is
+        refused, k = N warned about (`registry.check_k`)."""
         if advantage == "passk_best" and group_size < 2:
             raise CatsimError("the best-sample pass@k advantage needs group_size >= 2")
-        if advantage in ("pkpo", "passk_training") and self.passk_k > group_size:
-            raise CatsimError(f"passk_k ({self.passk_k}) must not exceed group_size ({group_size})")
+        note = registry.check_k(advantage, self.passk_k, group_size)
+        if note:
+            warnings.warn(note, CatsimWarning, stacklevel=3)
 
     def label(self, method_advantage: str) -> str:
         """Suffix of the run label: the override and λ when they differ from the method's."""
         text = ""
         if self.advantage is not None and self.advantage != method_advantage:
-            k = f"@{self.passk_k}" if self.advantage in ("pkpo", "passk_training") else ""
-            text += f" adv={self.advantage}{k}"
+            k = f"@{self.passk_k}" if registry.get(self.advantage).needs_k else ""
+            lam = f"λ={self.w_reinforce_lambda:g}" if self.advantage == "w_reinforce" else ""
+            text += f" adv={self.advantage}{k}{lam}"
         if self.positive_weight != 1.0:
             text += f" λ+={self.positive_weight:g}"
         return text

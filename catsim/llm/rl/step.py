@@ -24,7 +24,7 @@ from catsim.llm.rl.config import Method, RLConfig, RunConfig
 from catsim.llm.rollout import Groups
 from catsim.llm.scoring import grouped_token_logps, over_logit_chunks, token_logps
 from catsim.objectives import advantages as adv_lib
-from catsim.objectives import asymmetric, focal, losses
+from catsim.objectives import asymmetric, focal, losses, registry
 from catsim.objectives import rewards as rewards_lib
 from catsim.objectives.focal import GammaSchedule
 from catsim.objectives.grad_clip import dual_threshold_clip
@@ -121,18 +121,11 @@ def _advantages(cfg: RLConfig, scores, mask, mu, gamma, lengths_PxN):
         rewards = rewards + rewards_lib.overlong_penalty(
             jnp.asarray(lengths_PxN, jnp.float32), cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens,
             o.overlong_penalty).astype(jnp.float32)
-    if kind == "grpo":
-        ddof = 1 if o.adv_std == "sample" else 0
-        base = jax.vmap(functools.partial(adv_lib.grpo, eps=o.adv_eps, ddof=ddof))(rewards)
-    elif kind in adv_lib.BINARY_METHODS:  # on the 0/1 verifier outcome (score > 1/2 is correct)
-        binary = (scores > 0.5).astype(jnp.float32)
-        rule = {"maxrl": functools.partial(adv_lib.maxrl, eps=o.adv_eps),
-                "passk_best": functools.partial(adv_lib.passk_best, eps=o.adv_eps),
-                "pkpo": functools.partial(adv_lib.pkpo, k=cfg.rare.passk_k),
-                "passk_training": functools.partial(adv_lib.passk_training, k=cfg.rare.passk_k)}[kind]
-        base = jax.vmap(rule)(binary)
-    else:
-        base = jax.vmap(adv_lib.ADVANTAGES[kind])(rewards)
+    rule = registry.get(kind)
+    options = cfg.rare.options(eps=o.adv_eps, ddof=1 if o.adv_std == "sample" else 0)
+    # the binary rules read the 0/1 verifier outcome (score > 1/2 is correct)
+    inputs = (scores > 0.5).astype(jnp.float32) if rule.binary else rewards
+    base = jax.vmap(lambda r: rule.advantages(r, options))(inputs)
     if cfg.rare.positive_weight != 1.0:
         base = base * losses.positive_sample_weight(base, cfg.rare.positive_weight)
     g = focal.focal_weight(mu, gamma)

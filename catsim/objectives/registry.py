@@ -1,0 +1,155 @@
+"""The one list of group-advantage rules: name -> its function, its counts form, whether it needs
+k, the paper it comes from and the public code it was checked against.
+
+The simulator (`catsim.sim`), the LLM trainer (`catsim.llm.rl`), the CLIs' choices, the trainer
+plug-ins (`catsim.integrations`) and the table in docs/objectives.md all read `RULES`; adding a
+rule is one entry here.
+
+    rule = registry.get("pkpo")
+    A_N = rule.advantages(rewards_N, registry.Options(k=4))           # [N] one group
+    A_c, A_w = rule.class_advantages(num_correct, n, registry.Options(k=4))   # from counts
+    note = registry.check_k("pkpo", k=4, group_size=n)                # raises for k > n
+
+`binary` rules read 0/1 success indicators (the trainer passes score > 1/2); the others take the
+rewards as given (their counts form uses the reward levels Rc, Rw of `Options`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from catsim.errors import CatsimError
+from catsim.objectives import advantages as adv
+from catsim.objectives import binary as bin_
+
+__all__ = ["Options", "Rule", "RULES", "NAMES", "get", "check_k", "markdown_table"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """Hyper-parameters a rule may read (each rule reads only its own)."""
+
+    k: int = 4  # pass@k rules (passk_training, pkpo, pkpo_mean)
+    eps: float = 1e-6  # ε of the GRPO std, of MaxRL's p̂ + ε and of passk_best's std + ε
+    ddof: int = 0  # GRPO's std: 0 population (the theory), 1 sample (verl, TRL); counts forms use 0
+    w_reinforce_lambda: float = 0.1  # λ of W-REINFORCE (the paper recommends 0.1)
+    reward_correct: float = 1.0  # Rc of the counts form of mean_centred / grpo / dr_grpo
+    reward_wrong: float = 0.0  # Rw < Rc
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One advantage rule (see the module docstring)."""
+
+    name: str
+    formula: str  # one line, for tables
+    paper: str
+    reference: str  # the public code it was checked against ("" = the paper's equations only)
+    group: Callable  # (rewards_N, Options) -> [N]
+    counts: Callable  # (num_correct, group_size, Options) -> (A_correct, A_wrong)
+    binary: bool = True  # reads 0/1 success indicators
+    needs_k: bool = False
+    baseline_free: bool = False  # an all-equal group still gets a non-zero advantage
+    moves_at_k_equal_n: bool = True  # some group of n samples gets credit at k = n (needs_k rules)
+
+    def advantages(self, rewards_N, options: Options = Options()):
+        """[N] advantages of one group."""
+        return self.group(rewards_N, options)
+
+    def class_advantages(self, num_correct, group_size, options: Options = Options()):
+        """(A_correct, A_wrong) of a binary group with `num_correct` correct samples of `group_size`."""
+        return self.counts(num_correct, group_size, options)
+
+    def can_move(self, group_size: int, k: int | None = None) -> bool:
+        """Whether some group of `group_size` samples gets a non-zero advantage (at this k)."""
+        if self.baseline_free:
+            return group_size >= 1
+        if group_size < 2:
+            return False
+        if self.needs_k:
+            return k < group_size or (k == group_size and self.moves_at_k_equal_n)
+        return True
+
+
+def _grpo_counts(c, n, o: Options):
+    return adv.binary_group_advantages(c, n, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong,
+                                       normalise_std=True, eps=o.eps)
+
+
+def _centred_counts(c, n, o: Options):
+    return adv.binary_group_advantages(c, n, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
+
+
+_RULES = (
+    Rule("mean_centred", "A = r − r̄", "F-GRPO 2602.06717 App. J", "",
+         lambda r, o: adv.mean_centred(r), _centred_counts, binary=False),
+    Rule("grpo", "A = (r − r̄)/(std + ε)", "DeepSeekMath 2402.03300", "verl, TRL (ddof 1)",
+         lambda r, o: adv.grpo(r, eps=o.eps, ddof=o.ddof), _grpo_counts, binary=False),
+    Rule("dr_grpo", "A = r − r̄", "Dr.GRPO 2503.20783", "",
+         lambda r, o: adv.dr_grpo(r), _centred_counts, binary=False),
+    Rule("maxrl", "A = (r − p̂)/(p̂ + ε)", "MaxRL 2602.02710", "prime-rl max_rl.py, SkyRL",
+         lambda r, o: bin_.maxrl(r, eps=o.eps), lambda c, n, o: bin_.maxrl_counts(c, n, eps=o.eps)),
+    Rule("passk_training", "A = (1 − ρ − q·[wrong])/σ over k-subsets", "Pass@k Training 2508.10751",
+         "RUCAIBox/Passk_Training code/passk_adv.py",
+         lambda r, o: bin_.passk_training(r, o.k), lambda c, n, o: bin_.passk_training_counts(c, n, o.k),
+         needs_k=True, moves_at_k_equal_n=False),
+    Rule("pkpo", "A = n·s_i^(loo−1): correct k·C(n−c,k−1)/C(n−1,k−1), wrong 0", "PKPO 2505.15201 Eq. 33",
+         "the paper's Listing 1 (sloo_minus_one)",
+         lambda r, o: bin_.pkpo(r, o.k), lambda c, n, o: bin_.pkpo_counts(c, n, o.k), needs_k=True),
+    Rule("pkpo_mean", "A = k·(share of passing k-subsets − ρ)", "PKPO 2505.15201, mean-centred",
+         "rllm PR #743", lambda r, o: bin_.pkpo(r, o.k, baseline="mean"),
+         lambda c, n, o: bin_.pkpo_counts(c, n, o.k, baseline="mean"), needs_k=True, moves_at_k_equal_n=False),
+    Rule("passk_best", "best sample only: (r₁ − r₂)/(std + ε)", "2503.19595", "verl grpo_passk",
+         lambda r, o: bin_.passk_best(r, eps=o.eps), lambda c, n, o: bin_.passk_best_counts(c, n, eps=o.eps)),
+    Rule("w_reinforce", "A = λ (correct), −1 (wrong), no baseline", "W-REINFORCE 2506.01347",
+         "TianHongZXY/RLVR-Decomposed compute_psr_nsr_outcome_advantage('weighted')",
+         lambda r, o: bin_.w_reinforce(r, positive_weight=o.w_reinforce_lambda),
+         lambda c, n, o: bin_.w_reinforce_counts(c, n, positive_weight=o.w_reinforce_lambda),
+         baseline_free=True),
+    Rule("nsr", "A = −1 (wrong), 0 (correct)", "NSR 2506.01347", "RLVR-Decomposed ('negative')",
+         lambda r, o: bin_.nsr(r), lambda c, n, o: bin_.nsr_counts(c, n), baseline_free=True),
+    Rule("psr", "A = 1 (correct), 0 (wrong)", "PSR 2506.01347", "RLVR-Decomposed ('positive')",
+         lambda r, o: bin_.psr(r), lambda c, n, o: bin_.psr_counts(c, n), baseline_free=True),
+)
+RULES = {rule.name: rule for rule in _RULES}
+NAMES = tuple(RULES)
+
+
+def get(name: str) -> Rule:
+    """The rule called `name` (CatsimError naming the choices otherwise)."""
+    try:
+        return RULES[name]
+    except (KeyError, TypeError):
+        raise CatsimError(f"unknown advantage {name!r}; choose one of {', '.join(NAMES)}") from None
+
+
+def check_k(name: str, k: int, group_size: int) -> str | None:
+    """Refuse a k-rule whose k exceeds the group size; return a warning at k = N (else None).
+
+    At k > N every group gets zero advantage under Pass@k Training and PKPO (no k-subset exists),
+    so the run would train nothing. At k = N Pass@k Training and the mean-centred PKPO still give
+    zero to every group, and PKPO's s^(loo−1) credits only groups with exactly one correct sample.
+    """
+    rule = get(name)
+    if not rule.needs_k:
+        return None
+    if k > group_size:
+        raise CatsimError(f"passk_k = {k} exceeds the group size N = {group_size}: {name} gives every group "
+                          f"zero advantage when k > N, so the run would train nothing; choose k < N")
+    if k == group_size:
+        if not rule.can_move(group_size, k):
+            return (f"passk_k = N = {k}: {name} gives every group zero advantage at k = N, "
+                    "so this run trains nothing; choose k < N")
+        return f"passk_k = N = {k}: {name} credits only groups with exactly one correct sample at k = N"
+    return None
+
+
+def markdown_table() -> str:
+    """The rules as a Markdown table (docs/objectives.md quotes it; a test keeps the two equal)."""
+    lines = ["| rule | advantage | needs k | 0/1 rewards | paper | checked against |",
+             "|---|---|---|---|---|---|"]
+    for r in _RULES:
+        lines.append(f"| `{r.name}` | {r.formula} | {'yes' if r.needs_k else ''} | "
+                     f"{'yes' if r.binary else ''} | {r.paper} | {r.reference or 'the paper'} |")
+    return "\n".join(lines)
