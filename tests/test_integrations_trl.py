@@ -1,0 +1,137 @@
+"""F-GRPO inside TRL's GRPOTrainer: two real `train()` steps of a tiny random Qwen2 on the CPU.
+
+The advantages the trainer uses must be TRL's × (1 − μ̂)^γ per group; at γ = 0 the subclass must
+reproduce a plain GRPOTrainer step bit for bit (loss and parameters, same seed); a replacing rule
+must give the registry's values. Skips where trl is absent (`pip install -e ".[trl]"`).
+"""
+
+import collections
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from catsim.errors import CatsimError
+from catsim.objectives import advantages as adv_lib
+from catsim.objectives import focal, registry
+
+trl = pytest.importorskip("trl", reason="trl is not installed (pip install -e '.[trl]')")
+torch = pytest.importorskip("torch")
+datasets = pytest.importorskip("datasets", reason="trl's datasets dependency is missing")
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+from catsim.integrations import trl as ctrl  # noqa: E402
+
+G = 4  # completions per prompt
+WORDS = ["<pad>", "<eos>", "<unk>"] + [f"w{i}" for i in range(29)]
+
+
+def _tokenizer():
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.WhitespaceSplit()
+    tok.decoder = tokenizers.decoders.WordPiece(prefix="##")  # joins words with spaces
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                                                unk_token="<unk>")
+
+
+def _model():
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(vocab_size=len(WORDS), hidden_size=16, intermediate_size=32,
+                                      num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                      max_position_embeddings=64, pad_token_id=0, eos_token_id=1, bos_token_id=1)
+    return transformers.Qwen2ForCausalLM(config)
+
+
+def first_token_even(completion_ids, **kwargs):
+    """1 when the first completion token's id is even: groups with mixed outcomes at random init."""
+    return [float(bool(ids) and ids[0] % 2 == 0) for ids in completion_ids]
+
+
+def _recording(base, tag):
+    """`base` that records the advantages it returns (and, tagged "trl", the gathered rewards)."""
+
+    class Recording(base):
+        def __init__(self, *args, **kwargs):
+            self.seen = getattr(self, "seen", collections.defaultdict(list))
+            super().__init__(*args, **kwargs)
+
+        def _calculate_rewards(self, *args, **kwargs):
+            rewards = super()._calculate_rewards(*args, **kwargs)
+            if tag == "trl":
+                self.seen["rewards"].append(rewards.clone())
+            return rewards
+
+        def _generate_and_score_completions(self, inputs):
+            out = super()._generate_and_score_completions(inputs)
+            self.seen[tag].append(out["advantages"].clone())
+            return out
+
+    return Recording
+
+
+def _train(trainer_cls, config_cls=ctrl.FGRPOConfig, tmp_path=None, **options):
+    args = config_cls(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=2, logging_steps=1,
+                      save_strategy="no", per_device_train_batch_size=2 * G, num_generations=G,
+                      max_completion_length=3, learning_rate=1e-2, seed=7, bf16=False, beta=0.0,
+                      disable_tqdm=True, **options)
+    prompts = datasets.Dataset.from_dict({"prompt": [f"w{i} w{i + 1} w{i + 2}" for i in range(3, 11)]})
+    trainer = trainer_cls(model=_model(), reward_funcs=first_token_even, args=args, train_dataset=prompts,
+                          processing_class=_tokenizer())
+    trainer.train()
+    return trainer
+
+
+def _plain_and_focal():
+    plain = _recording(trl.GRPOTrainer, "trl")  # records TRL's advantages
+    return plain, _recording(ctrl.make_trainer(plain), "used")  # records the ones used
+
+
+def _losses(trainer):
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+
+def test_focal_advantages_are_trls_times_the_focal_weight_per_group(tmp_path):
+    _, focal_cls = _plain_and_focal()
+    gamma = 0.5
+    trainer = _train(focal_cls, tmp_path=tmp_path, focal_gamma=gamma)
+    trl_adv, used, rewards = trainer.seen["trl"], trainer.seen["used"], trainer.seen["rewards"]
+    assert len(used) == len(trl_adv) == len(rewards) == 2
+    mixed = 0
+    for r_B, a_trl, a_used in zip(rewards, trl_adv, used):
+        mu_G = r_B[:, 0].view(-1, G).mean(dim=1)
+        mixed += int(((mu_G > 0) & (mu_G < 1)).sum())
+        want = a_trl.view(-1, G) * (1 - mu_G[:, None]) ** gamma
+        torch.testing.assert_close(a_used.view(-1, G), want, rtol=1e-6, atol=1e-7)
+    assert mixed >= 1  # some group was active, so the weight changed something
+    metrics = [h for h in trainer.state.log_history if "catsim/focal_weight/mean" in h]
+    assert len(metrics) == 2 and all(0 <= h["catsim/focal_weight/mean"] <= 1 for h in metrics)
+
+
+def test_gamma_zero_reproduces_a_plain_grpo_trainer_step_exactly(tmp_path):
+    plain = _train(trl.GRPOTrainer, trl.GRPOConfig, tmp_path / "plain")
+    focal_trainer = _train(ctrl.make_trainer(), tmp_path=tmp_path / "focal", focal_gamma=0.0)
+    assert _losses(plain) == _losses(focal_trainer) and len(_losses(plain)) == 2
+    for (name, p), (_, q) in zip(plain.model.named_parameters(), focal_trainer.model.named_parameters()):
+        assert torch.equal(p, q), name
+    assert any(not torch.equal(p, q) for p, q in zip(_model().parameters(), plain.model.parameters()))
+
+
+def test_a_replacing_rule_gives_the_registry_values(tmp_path):
+    _, cls = _plain_and_focal()
+    trainer = _train(cls, tmp_path=tmp_path, advantage_rule="maxrl", focal_gamma=1.0)
+    rule, options = registry.get("maxrl"), registry.Options(eps=1e-6, ddof=1)
+    for r_B, a_used in zip(trainer.seen["rewards"], trainer.seen["used"]):
+        for r_N, a_N in zip(r_B[:, 0].view(-1, G).numpy(), a_used.view(-1, G).numpy()):
+            g = focal.focal_weight(adv_lib.success_rate(jnp.asarray(r_N)), 1.0)
+            np.testing.assert_allclose(a_N, np.asarray(g * rule.advantages(jnp.asarray(r_N), options)), rtol=1e-6)
+
+
+def test_the_lazy_export_and_bad_options(tmp_path):
+    assert issubclass(ctrl.FGRPOTrainer, trl.GRPOTrainer) and ctrl.FGRPOTrainer is ctrl.FGRPOTrainer
+    with pytest.raises(CatsimError, match="unknown advantage"):
+        ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, advantage_rule="grpoo")
+    with pytest.raises(CatsimError, match="gamma"):
+        ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, focal_gamma=-1.0)
+    with pytest.raises(CatsimError, match="exceeds the group size"):
+        ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, advantage_rule="pkpo", passk_k=9, num_generations=4)
