@@ -7,8 +7,9 @@
 Sections: `objective` (how rewards become a loss, on top of the `method` preset), `gamma` (the
 F-GRPO focal schedule, `catsim.objectives.focal.GammaSchedule`), `asym` (asym-GRPO
 hyper-parameters, `catsim.objectives.asymmetric.AsymmetricConfig`) with `components` (which asym-GRPO
-parts are on), `optimizer`, `rollout` and `run`. `FLAT` maps the flat option names (the CLI flags,
-`from_flat`, the pipeline's run specs) to (section, field); its help text is the CLI's.
+parts are on), `optimizer`, `rollout` and `run`. Each option is described once, on its field
+(`options.option(default, help)`); `FLAT`, built from those fields, maps the flat option names (the
+CLI flags, `from_flat`, the pipeline's run specs) to (section, field, help).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from catsim.errors import CatsimError
+from catsim.llm.rl.options import flat_table, option
 from catsim.llm.rl.rare import RL_ADVANTAGES, RareConfig
 from catsim.objectives import _validate as v
 from catsim.objectives import asymmetric, focal, losses
@@ -69,28 +71,37 @@ def _count(name: str, value, minimum: int) -> None:
 class ObjectiveConfig:
     """Overrides of the method preset and the terms added to its loss."""
 
-    clip_low: float | None = None  # ε_low; None = the method's
-    clip_high: float | None = None  # ε_high; None = the method's
-    dynamic_sampling: bool | None = None  # None = the method's (on for DAPO)
-    max_sampling_rounds: int = 4  # dynamic sampling: most prompt batches drawn per step
-    kl_coef: float = 0.0  # β of the KL penalty to the frozen base model (paper: 0)
-    kl_estimator: str = "k3"  # "k1" or "k3"
-    kl_bias_correction: bool = False  # k3 × the ratio π/π_old (TRL's use_bias_correction_kl, DeepSeek-V3.2)
-    clip_ratio_c: float | None = None  # PPO dual clip c > 1: for A < 0 the loss is at most −c·A (verl: 3)
-    entropy_coef: float = 0.0  # entropy bonus coefficient
-    reward_correct: float = 1.0  # Rc: reward of a verifier score of 1
-    reward_wrong: float = 0.0  # Rw: reward of a score of 0 (graded scores map linearly)
-    batch_renorm: bool = False  # re-normalise advantages over the whole batch
-    adv_eps: float = 1e-6  # ε in the GRPO std denominator
-    adv_std: str = "sample"  # GRPO std: "sample" (ddof 1, verl/TRL) or "population" (ddof 0, the analysis)
-    aggregation: str | None = None  # one of AGGREGATIONS; None = the method's
-    overlong_shaping: bool | None = None  # DAPO soft overlong punishment; None = the method's (dapo)
-    overlong_buffer: float = 0.2  # its ramp, as a share of max_new_tokens (DAPO: 4,096 of 20,480)
-    overlong_penalty: float = 1.0  # its reward penalty at max_new_tokens (DAPO: 1)
-    overlong_filter: bool = False  # truncated completions carry no loss (DAPO's overlong filtering)
+    clip_low: float | None = option(None, "ε_low of the clipped surrogate (default: the method's)")
+    clip_high: float | None = option(None, "ε_high of the clipped surrogate (default: the method's)")
+    dynamic_sampling: bool | None = option(
+        None, "keep only groups with unequal rewards, drawing more prompts (default: on for dapo)")
+    max_sampling_rounds: int = option(4, "dynamic sampling: most prompt batches per step")
+    kl_coef: float = option(0.0, "β of the KL penalty to the base model (paper 0)")
+    kl_estimator: str = option("k3", "KL estimator of the penalty")
+    kl_bias_correction: bool = option(False, "KL penalty k3 × π/π_old (TRL use_bias_correction_kl)")
+    clip_ratio_c: float | None = option(
+        None, "PPO dual clip c > 1: loss ≤ −c·A for A < 0 (verl 3) (default: off)")
+    entropy_coef: float = option(0.0, "entropy bonus coefficient")
+    reward_correct: float = option(1.0, "Rc: reward of a verifier score of 1")
+    reward_wrong: float = option(0.0, "Rw: reward of a verifier score of 0 (may be < 0)")
+    batch_renorm: bool = option(False, "re-normalise advantages over the whole batch")
+    adv_eps: float = option(1e-6, "ε in the GRPO std denominator (also MaxRL's and passk_best's)")
+    adv_std: str = option(
+        "sample", "GRPO std: population (ddof 0, the paper's analysis) or sample (ddof 1, verl and TRL)")
+    aggregation: str | None = option(
+        None, "loss aggregation: token_mean (DAPO, App. B), sequence_mean (original GRPO), "
+        "token_sum_constant (Dr.GRPO) (default: the method's)")
+    overlong_shaping: bool | None = option(
+        None, "DAPO soft overlong punishment on the rewards (default: on for dapo)")
+    overlong_buffer: float = option(
+        0.2, "overlong punishment ramp as a share of --max-new-tokens (DAPO 4096/20480 = 0.2)")
+    overlong_penalty: float = option(1.0, "overlong punishment at --max-new-tokens (DAPO 1)")
+    overlong_filter: bool = option(
+        False, "DAPO overlong filtering: completions that hit --max-new-tokens carry no loss")
     # training log-probs from logits / τ at the rollout temperature τ ("sampling", as verl does, so
     # the importance ratio describes the distribution sampled from) or from the raw logits ("one")
-    logprob_temperature: str = "sampling"
+    logprob_temperature: str = option(
+        "sampling", "training log-probs at the rollout temperature τ (logits / τ) or at τ = 1")
 
     def __post_init__(self) -> None:
         _count("max_sampling_rounds", self.max_sampling_rounds, 1)
@@ -118,13 +129,19 @@ class ObjectiveConfig:
 class AsymComponents:
     """Which asym-GRPO components run (None = on for method asym-grpo, off otherwise)."""
 
-    channels: bool | None = None  # A>0 → w⁺(score)·A; A<0 → w⁻(π̄)·A, π̄ = exp(mean token log-prob)
-    confidence: bool | None = None  # A<0 also × the mean token confidence b + (1−b)·sigmoid(−KL)
-    recompose: bool | None = None  # per group, loss only on the rollouts recompose_group keeps
-    mixed: bool | None = None  # mixed groups: ×amplify top-k positives, drop negatives ≥ δ edits away
-    dual_clip: bool | None = None  # dual-threshold gradient clip instead of the plain max-norm clip
-    positive_threshold: float = 0.5  # a rollout with score >= this is a positive
-    advantage: str = "baseline"  # channels on GRPO advantages, or the literal w⁺·r − w⁻·(1 − r)
+    channels: bool | None = option(
+        None, "asym-GRPO: w⁺(score)·A for A > 0, w⁻(π̄)·A for A < 0", flag="asym_channels")
+    confidence: bool | None = option(
+        None, "asym-GRPO: A < 0 also × the mean token confidence", flag="asym_confidence")
+    recompose: bool | None = option(
+        None, "asym-GRPO: loss only on the rollouts recomposition keeps", flag="asym_recompose")
+    mixed: bool | None = option(
+        None, "asym-GRPO: mixed groups amplify top positives, drop far negatives", flag="asym_mixed")
+    dual_clip: bool | None = option(None, "asym-GRPO: dual-threshold gradient clip")
+    positive_threshold: float = option(0.5, "recomposition: score at which a rollout is positive")
+    advantage: str = option(
+        "baseline", "asym-GRPO channels on the GRPO advantages (baseline) or the literal w⁺·r − w⁻·(1 − r) "
+        "(baseline_free)", flag="asym_advantage")
 
     def __post_init__(self) -> None:
         v.check_in_closed("positive_threshold", self.positive_threshold, 0.0, 1.0)
@@ -137,16 +154,19 @@ class AsymComponents:
 class OptimizerConfig:
     """optax clip → AdamW(0.9, 0.999), lr warm-up in RL steps, and the update batching."""
 
-    learning_rate: float = 1e-4  # peak lr (paper LLM: 1e-6; Maze: 1e-4)
-    warmup_steps: int = 0  # linear lr warm-up in RL steps (paper: 15)
-    weight_decay: float = 0.01  # AdamW decoupled weight decay
-    grad_clip: float = 1.0  # global gradient-norm clip
-    dual_clip_lower: float = 0.1  # dual clip: lower gradient-norm threshold
-    dual_clip_amplification: float = 1.5  # dual clip: amplification below the lower threshold
-    mini_batch_prompts: int = 0  # prompts (groups) per optimizer update, as verl's ppo_mini_batch_size
-    mini_batch_size: int = 0  # the same in rollouts (a multiple of N); 0 = all of the step
-    micro_batch_size: int = 0  # rollouts per forward/backward pass; 0 = the mini-batch
-    ppo_epochs: int = 1  # passes over the step's rollouts
+    learning_rate: float = option(0.0001, "peak AdamW learning rate (paper LLM 1e-6)")
+    warmup_steps: int = option(0, "linear lr warm-up in RL steps (paper 15)")
+    weight_decay: float = option(0.01, "AdamW decoupled weight decay")
+    grad_clip: float = option(1.0, "global gradient-norm clip")
+    dual_clip_lower: float = option(0.1, "dual clip: lower gradient-norm threshold")
+    dual_clip_amplification: float = option(1.5, "dual clip: amplification below the lower threshold")
+    mini_batch_prompts: int = option(
+        0, "prompts (groups) per optimizer update, verl's ppo_mini_batch_size, paper 64 (default: 0 = "
+        "--mini-batch-size, else the whole step)")
+    mini_batch_size: int = option(0, "rollouts per optimizer update, a multiple of N (0 = the whole step)")
+    micro_batch_size: int = option(
+        0, "rollouts per forward/backward pass, gradients accumulated (0 = the mini-batch)")
+    ppo_epochs: int = option(1, "passes over the step's rollouts (paper 1)")
 
     def __post_init__(self) -> None:
         v.check_positive("learning_rate", self.learning_rate)
@@ -163,16 +183,19 @@ class OptimizerConfig:
 class RolloutConfig:
     """What each step samples."""
 
-    prompts_per_step: int = 8  # prompts (groups) per step, as verl's train_batch_size (paper: 256)
-    group_size: int = 8  # N rollouts per prompt
-    temperature: float = 1.0  # sampling temperature (the schedule's τ_max)
-    top_p: float = 1.0  # nucleus sampling mass (1 = off)
-    max_new_tokens: int = 32  # completion length cap
-    score_truncated: bool = False  # verify completions that hit max_new_tokens (default: score 0)
-    batch_size: int = 0  # rollouts per generate call; 0 = all at once
-    temperature_schedule: str | None = None  # constant, cosine or stepwise; None = cosine for asym-grpo
-    temperature_min: float = 0.2  # schedule floor τ_min
-    temperature_fraction: float = 0.3  # share of the steps the schedule takes to reach τ_min
+    prompts_per_step: int = option(
+        8, "prompts (groups) sampled per step, verl's train_batch_size (paper 256)")
+    group_size: int = option(8, "N rollouts per prompt")
+    temperature: float = option(1.0, "sampling temperature (paper 1.0; the schedule's τ_max)")
+    top_p: float = option(1.0, "nucleus sampling mass (1 = off)")
+    max_new_tokens: int = option(32, "completion length cap")
+    score_truncated: bool = option(
+        False, "verify completions that hit --max-new-tokens (otherwise they score 0)")
+    batch_size: int = option(0, "rollouts per generate call (0 = all at once)", flag="rollout_batch_size")
+    temperature_schedule: str | None = option(
+        None, "rollout temperature schedule (default: cosine for asym-grpo, else constant)")
+    temperature_min: float = option(0.2, "temperature schedule floor τ_min")
+    temperature_fraction: float = option(0.3, "share of the steps taken to reach τ_min")
 
     def __post_init__(self) -> None:
         for name in ("prompts_per_step", "group_size", "max_new_tokens"):
@@ -194,13 +217,13 @@ class RolloutConfig:
 class RunConfig:
     """Length, seeds, saving and the held-out safeguard."""
 
-    steps: int = 50  # RL steps
-    seed: int = 0  # prompt order and sampling keys
-    data_seed: int = 0  # the task's split seed (must match the warm-up's)
-    save_every: int = 1  # training-state save period in steps
-    snapshot_every: int = 0  # Hugging Face snapshot period in steps (0 = final model only)
-    heldout_every: int = 0  # held-out accuracy every this many steps (collapse warning); 0 = never
-    heldout_prompts: int = 32  # held-out prompts scored, one sample each at τ = temperature
+    steps: int = option(50, "RL steps")
+    seed: int = option(0, "prompt order and sampling keys")
+    data_seed: int = option(0, "the task's split seed (default: the base model's task file, else 0)")
+    save_every: int = option(1, "training-state save period in steps")
+    snapshot_every: int = option(0, "Hugging Face snapshot period in steps (0 = final model only)")
+    heldout_every: int = option(0, "held-out accuracy every this many steps (0 = never)")
+    heldout_prompts: int = option(32, "held-out prompts scored, one sample each at --temperature")
 
     def __post_init__(self) -> None:
         for name in ("steps", "save_every", "heldout_prompts"):
@@ -213,11 +236,13 @@ class RunConfig:
 class RLConfig:
     """Settings of one RL run (CPU-sized defaults; the paper's LLM values in comments)."""
 
-    method: str = "grpo"  # preset: one of METHODS
+    method: str = option("grpo", "GRPO-family preset (clip ranges, advantage, aggregation)")
     objective: ObjectiveConfig = ObjectiveConfig()  # overrides of the preset, KL, entropy, rewards
     gamma: GammaSchedule = GammaSchedule()  # focal exponent γ and its schedule (paper F-GRPO: 0.5)
-    low_lr_gamma: float = 0.0  # App. N control: > 0 multiplies the lr by m_γ at this γ (GRPO only)
-    gamma_steps_per_epoch: int = 0  # epoch length of the epoch_increment γ rule; 0 = one pass over the prompts
+    low_lr_gamma: float = option(0.0, "App. N control: > 0 runs GRPO at lr × m_γ for this γ")
+    gamma_steps_per_epoch: int = option(
+        0, "epoch_increment: steps per epoch (default: 0 = one pass over the train prompts, prompts //"
+        " --prompts-per-step)")
     # asym-GRPO hyper-parameters; δ in token edits (the trainer's distance), not the article's KL
     # 2.0: near = at most 3 edits from a positive (docs/asymmetric-grpo.md §9 has the measurement)
     asym: AsymmetricConfig = AsymmetricConfig(delta=TRAINER_DELTA)
@@ -391,9 +416,9 @@ class RLConfig:
         return f"{name}{self.rare.label(METHODS[self.method].advantage)} N={self.group_size}"
 
 
-# flat option name -> (section or None for a top-level field, field, help text)
-FLAT: dict[str, tuple[str | None, str, str]] = {
-    "method": (None, "method", "GRPO-family preset (clip ranges, advantage, aggregation)"),
+# the options of the shared dataclasses (focal.GammaSchedule, asymmetric.AsymmetricConfig, which the
+# simulator uses too): flat name -> (section, field, help); every other option is described on its field
+SHARED_OPTIONS: dict[str, tuple[str, str, str]] = {
     "gamma": ("gamma", "gamma", "focal exponent γ of g = (1 − μ̂)^γ (0 = plain method; paper F-GRPO 0.5)"),
     "gamma_schedule": ("gamma", "kind", "how γ varies over the run"),
     "gamma_start": ("gamma", "gamma_start",
@@ -402,95 +427,24 @@ FLAT: dict[str, tuple[str | None, str, str]] = {
     "gamma_switch_step": ("gamma", "switch_step", "switch schedule: first step with γ (GRPO before it)"),
     "gamma_success_low": ("gamma", "success_low", "success_ramp: batch success rate at/below which γ = start"),
     "gamma_success_high": ("gamma", "success_high", "success_ramp: batch success rate at/above which γ = γ"),
-    "gamma_steps_per_epoch": (None, "gamma_steps_per_epoch",
-                              "epoch_increment: steps per epoch (default: 0 = one pass over the train "
-                              "prompts, prompts // --prompts-per-step)"),
     "gamma_warmup_epochs": ("gamma", "warmup_epochs", "epoch_increment: epochs before γ starts to grow"),
     "gamma_increment": ("gamma", "increment", "epoch_increment: γ added per epoch (capped at --gamma)"),
     "gamma_ramp_start": ("gamma", "ramp_start", "step_ramp: last step at --gamma-start"),
     "gamma_ramp_steps": ("gamma", "ramp_steps", "step_ramp: steps per unit of γ (capped at --gamma)"),
-    "low_lr_gamma": (None, "low_lr_gamma", "App. N control: > 0 runs GRPO at lr × m_γ for this γ"),
-    "steps": ("run", "steps", "RL steps"),
-    "prompts_per_step": ("rollout", "prompts_per_step",
-                         "prompts (groups) sampled per step, verl's train_batch_size (paper 256)"),
-    "group_size": ("rollout", "group_size", "N rollouts per prompt"),
-    "mini_batch_prompts": ("optimizer", "mini_batch_prompts",
-                           "prompts (groups) per optimizer update, verl's ppo_mini_batch_size, paper 64 "
-                           "(default: 0 = --mini-batch-size, else the whole step)"),
-    "mini_batch_size": ("optimizer", "mini_batch_size",
-                        "rollouts per optimizer update, a multiple of N (0 = the whole step)"),
-    "micro_batch_size": ("optimizer", "micro_batch_size",
-                         "rollouts per forward/backward pass, gradients accumulated (0 = the mini-batch)"),
-    "ppo_epochs": ("optimizer", "ppo_epochs", "passes over the step's rollouts (paper 1)"),
-    "learning_rate": ("optimizer", "learning_rate", "peak AdamW learning rate (paper LLM 1e-6)"),
-    "warmup_steps": ("optimizer", "warmup_steps", "linear lr warm-up in RL steps (paper 15)"),
-    "weight_decay": ("optimizer", "weight_decay", "AdamW decoupled weight decay"),
-    "grad_clip": ("optimizer", "grad_clip", "global gradient-norm clip"),
-    "clip_low": ("objective", "clip_low", "ε_low of the clipped surrogate (default: the method's)"),
-    "clip_high": ("objective", "clip_high", "ε_high of the clipped surrogate (default: the method's)"),
-    "dynamic_sampling": ("objective", "dynamic_sampling",
-                         "keep only groups with unequal rewards, drawing more prompts (default: on for dapo)"),
-    "max_sampling_rounds": ("objective", "max_sampling_rounds", "dynamic sampling: most prompt batches per step"),
-    "kl_coef": ("objective", "kl_coef", "β of the KL penalty to the base model (paper 0)"),
-    "kl_estimator": ("objective", "kl_estimator", "KL estimator of the penalty"),
-    "kl_bias_correction": ("objective", "kl_bias_correction", "KL penalty k3 × π/π_old (TRL use_bias_correction_kl)"),
-    "clip_ratio_c": ("objective", "clip_ratio_c", "PPO dual clip c > 1: loss ≤ −c·A for A < 0 (verl 3) (default: off)"),
-    "entropy_coef": ("objective", "entropy_coef", "entropy bonus coefficient"),
-    "reward_correct": ("objective", "reward_correct", "Rc: reward of a verifier score of 1"),
-    "reward_wrong": ("objective", "reward_wrong", "Rw: reward of a verifier score of 0 (may be < 0)"),
-    "batch_renorm": ("objective", "batch_renorm", "re-normalise advantages over the whole batch"),
-    "adv_eps": ("objective", "adv_eps", "ε in the GRPO std denominator (also MaxRL's and passk_best's)"),
-    "advantage": ("rare", "advantage", "group advantage override (binary rules: score > 1/2 is correct)"),
-    "passk_k": ("rare", "passk_k", "k of --advantage passk_training / pkpo / pkpo_mean (at most the group size)"),
-    "w_reinforce_lambda": ("rare", "w_reinforce_lambda", "λ of --advantage w_reinforce (the paper's 0.1)"),
-    "positive_weight": ("rare", "positive_weight", "catsim's variant: λ × the positive advantages of any rule "
-                                                   "(1 = off; the published W-REINFORCE is --advantage w_reinforce)"),
-    "adv_std": ("objective", "adv_std", "GRPO std: population (ddof 0, the paper's analysis) or sample "
-                                        "(ddof 1, verl and TRL)"),
-    "aggregation": ("objective", "aggregation", "loss aggregation: token_mean (DAPO, App. B), sequence_mean "
-                                                "(original GRPO), token_sum_constant (Dr.GRPO) "
-                                                "(default: the method's)"),
-    "overlong_shaping": ("objective", "overlong_shaping",
-                         "DAPO soft overlong punishment on the rewards (default: on for dapo)"),
-    "overlong_buffer": ("objective", "overlong_buffer",
-                        "overlong punishment ramp as a share of --max-new-tokens (DAPO 4096/20480 = 0.2)"),
-    "overlong_penalty": ("objective", "overlong_penalty", "overlong punishment at --max-new-tokens (DAPO 1)"),
-    "overlong_filter": ("objective", "overlong_filter",
-                        "DAPO overlong filtering: completions that hit --max-new-tokens carry no loss"),
-    "logprob_temperature": ("objective", "logprob_temperature",
-                            "training log-probs at the rollout temperature τ (logits / τ) or at τ = 1"),
-    "temperature": ("rollout", "temperature", "sampling temperature (paper 1.0; the schedule's τ_max)"),
-    "top_p": ("rollout", "top_p", "nucleus sampling mass (1 = off)"),
-    "max_new_tokens": ("rollout", "max_new_tokens", "completion length cap"),
-    "score_truncated": ("rollout", "score_truncated",
-                        "verify completions that hit --max-new-tokens (otherwise they score 0)"),
-    "rollout_batch_size": ("rollout", "batch_size", "rollouts per generate call (0 = all at once)"),
-    "seed": ("run", "seed", "prompt order and sampling keys"),
-    "data_seed": ("run", "data_seed", "the task's split seed (default: the base model's task file, else 0)"),
-    "save_every": ("run", "save_every", "training-state save period in steps"),
-    "snapshot_every": ("run", "snapshot_every", "Hugging Face snapshot period in steps (0 = final model only)"),
-    "asym_channels": ("components", "channels", "asym-GRPO: w⁺(score)·A for A > 0, w⁻(π̄)·A for A < 0"),
-    "asym_confidence": ("components", "confidence", "asym-GRPO: A < 0 also × the mean token confidence"),
-    "asym_recompose": ("components", "recompose", "asym-GRPO: loss only on the rollouts recomposition keeps"),
-    "asym_mixed": ("components", "mixed", "asym-GRPO: mixed groups amplify top positives, drop far negatives"),
     "mixed_delta": ("asym", "delta", "mixed groups: a negative is kept when fewer than δ token edits from a "
                                      "positive; recomposition: cluster radius of all-negative groups"),
-    "asym_advantage": ("components", "advantage", "asym-GRPO channels on the GRPO advantages (baseline) or "
-                                                  "the literal w⁺·r − w⁻·(1 − r) (baseline_free)"),
-    "dual_clip": ("components", "dual_clip", "asym-GRPO: dual-threshold gradient clip"),
-    "dual_clip_lower": ("optimizer", "dual_clip_lower", "dual clip: lower gradient-norm threshold"),
-    "dual_clip_amplification": ("optimizer", "dual_clip_amplification",
-                                "dual clip: amplification below the lower threshold"),
-    "temperature_schedule": ("rollout", "temperature_schedule",
-                             "rollout temperature schedule (default: cosine for asym-grpo, else constant)"),
-    "temperature_min": ("rollout", "temperature_min", "temperature schedule floor τ_min"),
-    "temperature_fraction": ("rollout", "temperature_fraction", "share of the steps taken to reach τ_min"),
     "negative_reading": ("asym", "negative_reading", "w⁻ reading: text (falls with π̄) or formula (grows)"),
     "kl_direction": ("asym", "kl_direction", "direction of the confidence weight's KL"),
-    "positive_threshold": ("components", "positive_threshold", "recomposition: score at which a rollout is positive"),
     "negative_eps": ("asym", "negative_eps", "w⁻ smoothing ε (article §4.2, against reward collapse)"),
-    "heldout_every": ("run", "heldout_every", "held-out accuracy every this many steps (0 = never)"),
-    "heldout_prompts": ("run", "heldout_prompts", "held-out prompts scored, one sample each at --temperature"),
+}
+
+# flat option name -> (section or None for a top-level field, field, help text): the CLI flags,
+# `from_flat`, the pipeline's run specs
+FLAT: dict[str, tuple[str | None, str, str]] = {
+    **flat_table({None: RLConfig}), **{k: v for k, v in SHARED_OPTIONS.items() if v[0] == "gamma"},
+    **flat_table({"objective": ObjectiveConfig, "rare": RareConfig, "optimizer": OptimizerConfig,
+                  "rollout": RolloutConfig, "run": RunConfig, "components": AsymComponents}),
+    **{k: v for k, v in SHARED_OPTIONS.items() if v[0] == "asym"},
 }
 
 # the enumerated options and their choices (the CLI's `choices`)

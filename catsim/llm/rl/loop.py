@@ -175,7 +175,7 @@ def collect(tr: Trainer, params, step: int, sampling: SamplingConfig) -> Collect
     seconds = time.perf_counter() - t0
     pool = Groups.concat(parts)
     active_pool = pool.scores.max(axis=1) > pool.scores.min(axis=1)
-    success_pool = success_rates(pool.scores, cfg)
+    success_pool = success_rates(pool.scores, cfg.objective)
     if spec.dynamic_sampling:
         chosen, group_mask = select_active_groups(active_pool, cfg.rollout.prompts_per_step)
     else:

@@ -9,6 +9,7 @@ import warnings
 from dataclasses import dataclass
 
 from catsim.errors import CatsimError, CatsimWarning
+from catsim.llm.rl.options import option
 from catsim.objectives import _validate as v
 from catsim.objectives import registry
 
@@ -20,10 +21,12 @@ class RareConfig:
     """Advantage override (None = the method's), k of the pass@k rules, W-REINFORCE λ, catsim's
     positive weight (1 = off)."""
 
-    advantage: str | None = None  # a registry rule; the binary rules read score > 1/2 as correct
-    passk_k: int = 4  # k of passk_training, pkpo and pkpo_mean (at most the group size)
-    positive_weight: float = 1.0  # catsim's variant: λ × positive advantages of any rule (1 = off)
-    w_reinforce_lambda: float = 0.1  # λ of --advantage w_reinforce (the paper's 0.1)
+    advantage: str | None = option(None, "group advantage override (binary rules: score > 1/2 is correct)")
+    passk_k: int = option(4, "k of --advantage passk_training / pkpo / pkpo_mean (at most the group size)")
+    positive_weight: float = option(
+        1.0, "catsim's variant: λ × the positive advantages of any rule (1 = off; the published "
+        "W-REINFORCE is --advantage w_reinforce)")
+    w_reinforce_lambda: float = option(0.1, "λ of --advantage w_reinforce (the paper's 0.1)")
 
     def __post_init__(self) -> None:
         if self.advantage is not None:

@@ -20,7 +20,7 @@ import optax
 from catsim.errors import CatsimError
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import hidden_states
-from catsim.llm.rl.config import Method, RLConfig, RunConfig
+from catsim.llm.rl.config import Method, ObjectiveConfig, RLConfig, RunConfig
 from catsim.llm.rollout import Groups
 from catsim.llm.scoring import grouped_token_logps, over_logit_chunks, token_logps
 from catsim.objectives import advantages as adv_lib
@@ -60,22 +60,38 @@ def select_active_groups(active_pool: np.ndarray, num_groups: int) -> tuple[np.n
 
 
 # ----------------------------------------------------------------------------- advantages
-def rewards_of(scores_PxN, cfg: RLConfig) -> jax.Array:
-    """Rewards R = Rw + s·(Rc − Rw) of verifier scores s in [0, 1]."""
-    rc, rw = cfg.objective.reward_correct, cfg.objective.reward_wrong
-    return rw + jnp.asarray(scores_PxN, jnp.float32) * (rc - rw)
-
-
-def success_rates(scores_PxN, cfg: RLConfig) -> np.ndarray:
+def success_rates(scores_PxN, objective: ObjectiveConfig) -> np.ndarray:
     """μ̂ = (R̄ − Rw)/(Rc − Rw) of each group ([P] float32), `objectives.advantages.success_rate`."""
-    return np.asarray(_success_rates(cfg, jnp.asarray(scores_PxN, jnp.float32)), np.float32)
+    levels = (objective.reward_correct, objective.reward_wrong)
+    return np.asarray(_success_rates(levels, jnp.asarray(scores_PxN, jnp.float32)), np.float32)
 
 
 @functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
-def _success_rates(cfg: RLConfig, scores_PxN):
-    o = cfg.objective
-    rate = functools.partial(adv_lib.success_rate, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
-    return jax.vmap(rate)(rewards_of(scores_PxN, cfg))
+def _success_rates(levels: tuple[float, float], scores_PxN):
+    rc, rw = levels
+    rate = functools.partial(adv_lib.success_rate, reward_correct=rc, reward_wrong=rw)
+    return jax.vmap(rate)(rw + scores_PxN * (rc - rw))
+
+
+@dataclasses.dataclass(frozen=True)
+class AdvantageSettings:
+    """The part of a run's settings its advantages depend on (hashable: the static argument of the
+    advantage program, so that options which do not change it do not recompile it)."""
+
+    rule: str  # the registry rule (the method's, or the --advantage override)
+    options: registry.Options  # its k, ε, GRPO ddof, W-REINFORCE λ
+    reward_levels: tuple[float, float]  # (Rc, Rw)
+    positive_weight: float  # catsim's λ on positive advantages (1 = off)
+    batch_renorm: bool
+    overlong: tuple[int, int, float] | None  # DAPO's punishment (max_new_tokens, ramp, penalty); None = off
+
+    @classmethod
+    def of(cls, cfg: RLConfig) -> AdvantageSettings:
+        spec, o = cfg.method_spec(), cfg.objective
+        overlong = ((cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens, o.overlong_penalty)
+                    if spec.overlong_shaping else None)
+        return cls(spec.advantage, cfg.rare.options(eps=o.adv_eps, ddof=1 if o.adv_std == "sample" else 0),
+                   (o.reward_correct, o.reward_wrong), cfg.rare.positive_weight, o.batch_renorm, overlong)
 
 
 def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None,
@@ -84,7 +100,7 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
 
     Args:
       scores_PxN: verifier scores in [0, 1]; rewards are R = Rw + s·(Rc − Rw).
-      cfg: the run's settings (method → GRPO or Dr.GRPO advantage, Rc, Rw, ε, the GRPO std,
+      cfg: the run's settings (its `AdvantageSettings`: the registry rule, Rc, Rw, ε, the GRPO std,
         batch renorm, DAPO's overlong punishment).
       gamma: γ of this step (focal weight g = (1 − μ̂)^γ per group).
       group_mask_P: 1 for groups that carry loss (dynamic sampling drops the others); default all.
@@ -101,36 +117,36 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
         raise CatsimError(f"scores must be P x N, got shape {scores.shape}")
     if not (np.isfinite(gamma) and gamma >= 0):  # the traced focal weight cannot check it
         raise CatsimError(f"gamma must be a finite number >= 0, got {gamma}")
-    spec = cfg.method_spec()
-    if spec.overlong_shaping and lengths_PxN is None:
+    settings = AdvantageSettings.of(cfg)
+    if settings.overlong is not None and lengths_PxN is None:
         raise CatsimError("the overlong punishment needs the completion lengths")
     mask = (jnp.ones(scores.shape[0], jnp.float32) if group_mask_P is None
             else jnp.asarray(group_mask_P, jnp.float32))
-    mu = _success_rates(cfg, scores) if success_rate_P is None else jnp.asarray(success_rate_P, jnp.float32)
-    lengths = None if lengths_PxN is None or not spec.overlong_shaping else jnp.asarray(lengths_PxN, jnp.float32)
-    adv, g = _advantages(cfg, scores, mask, mu, jnp.float32(gamma), lengths)
+    mu = (_success_rates(settings.reward_levels, scores) if success_rate_P is None
+          else jnp.asarray(success_rate_P, jnp.float32))
+    lengths = (None if lengths_PxN is None or settings.overlong is None
+               else jnp.asarray(lengths_PxN, jnp.float32))
+    adv, g = _advantages(settings, scores, mask, mu, jnp.float32(gamma), lengths)
     return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
 
 
 @functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
-def _advantages(cfg: RLConfig, scores, mask, mu, gamma, lengths_PxN):
-    spec, o = cfg.method_spec(), cfg.objective
-    kind = spec.advantage
-    rewards = rewards_of(scores, cfg)
-    if spec.overlong_shaping:
+def _advantages(settings: AdvantageSettings, scores, mask, mu, gamma, lengths_PxN):
+    rc, rw = settings.reward_levels
+    rewards = rw + scores * (rc - rw)
+    if settings.overlong is not None:
+        max_new_tokens, ramp, penalty = settings.overlong
         rewards = rewards + rewards_lib.overlong_penalty(
-            jnp.asarray(lengths_PxN, jnp.float32), cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens,
-            o.overlong_penalty).astype(jnp.float32)
-    rule = registry.get(kind)
-    options = cfg.rare.options(eps=o.adv_eps, ddof=1 if o.adv_std == "sample" else 0)
+            jnp.asarray(lengths_PxN, jnp.float32), max_new_tokens, ramp, penalty).astype(jnp.float32)
+    rule = registry.get(settings.rule)
     # the binary rules read the 0/1 verifier outcome (score > 1/2 is correct)
     inputs = (scores > 0.5).astype(jnp.float32) if rule.binary else rewards
-    base = jax.vmap(lambda r: rule.advantages(r, options))(inputs)
-    if cfg.rare.positive_weight != 1.0:
-        base = base * losses.positive_sample_weight(base, cfg.rare.positive_weight)
+    base = jax.vmap(lambda r: rule.advantages(r, settings.options))(inputs)
+    if settings.positive_weight != 1.0:
+        base = base * losses.positive_sample_weight(base, settings.positive_weight)
     g = focal.focal_weight(mu, gamma)
     adv = g[:, None] * base * mask[:, None]
-    if cfg.objective.batch_renorm:
+    if settings.batch_renorm:
         adv = adv_lib.batch_renormalise(adv, jnp.broadcast_to(mask[:, None], adv.shape))
     return adv, g
 
