@@ -21,9 +21,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(script: str, tmp_path: Path, pid: int, port: int) -> subprocess.Popen:
-    """Run `script` (argv: pid, port, tmp_path) as process `pid` with 2 host CPU devices."""
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
+def launch(script: str, tmp_path: Path, pid: int, port: int, devices: int = 2) -> subprocess.Popen:
+    """Run `script` (argv: pid, port, tmp_path) as process `pid` with `devices` host CPU devices."""
+    flags = os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
     env = dict(os.environ, XLA_FLAGS=flags, JAX_PLATFORMS="cpu",
                PYTHONPATH=os.pathsep.join([str(TESTS.parent), str(TESTS), os.environ.get("PYTHONPATH", "")]))
     with open(tmp_path / f"worker-{pid}.log", "w") as log:

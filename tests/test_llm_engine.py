@@ -1,4 +1,4 @@
-"""catsim.llm.engine and attention.cascade_attention: the shared-prompt (cascade) rollout equals the
+"""catsim.llm.rollout.cascade and attention.cascade_attention: the shared-prompt (cascade) rollout equals the
 static engine and full attention, with or without compaction, whatever the batch layout."""
 
 import jax
@@ -6,11 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from catsim.llm.engine import generate_cascade
 from catsim.llm.model.attention import cascade_attention, reference_attention
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import init_params
 from catsim.llm.rollout import SamplingConfig, generate, left_pad
+from catsim.llm.rollout.cascade import generate_cascade
 
 CFG = ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4,
                   num_kv_heads=2, head_dim=8, architecture="Qwen3ForCausalLM", qk_norm=True)

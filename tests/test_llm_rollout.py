@@ -127,11 +127,11 @@ def test_bad_sampling_config(bad):
 def test_decoding_with_split_layers_equals_the_layer_scan(sampling, monkeypatch):
     """The CPU default decodes with per-layer weight arrays (`split_layers`, straight-line
     blocks); accelerators with the scan over the stacked weights. Same tokens and log-probs."""
-    from catsim.llm import rollout
+    from catsim.llm.rollout import decode
 
     out = {}
     for split in (True, False):
-        monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", split)
+        monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", split)
         jax.clear_caches()  # the choice is read when `generate` is traced
         out[split] = _run(ROWS, sampling)
     np.testing.assert_array_equal(out[True].tokens_BxN, out[False].tokens_BxN)
@@ -146,25 +146,25 @@ def test_layers_are_split_only_on_the_cpu_and_when_the_copy_fits(monkeypatch):
     memory available (MemAvailable); `DECODE_SPLIT_LAYERS` overrides."""
     import sys
 
-    from catsim.llm import rollout
+    from catsim.llm.rollout import decode
 
     if sys.platform == "linux":
-        assert rollout._available_host_bytes() > 0
-    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", None)
-    monkeypatch.setattr(rollout, "_available_host_bytes", lambda: 10 * 2**30)
+        assert decode._available_host_bytes() > 0
+    monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", None)
+    monkeypatch.setattr(decode, "_available_host_bytes", lambda: 10 * 2**30)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert rollout._split_layers_for_decode(4 * 2**30)
-    assert not rollout._split_layers_for_decode(6 * 2**30)  # more than half of what is available
-    monkeypatch.setattr(rollout, "_available_host_bytes", lambda: None)
-    assert not rollout._split_layers_for_decode(1)
-    monkeypatch.setattr(rollout, "_available_host_bytes", lambda: 10 * 2**30)
+    assert decode.split_layers_for_decode(4 * 2**30)
+    assert not decode.split_layers_for_decode(6 * 2**30)  # more than half of what is available
+    monkeypatch.setattr(decode, "_available_host_bytes", lambda: None)
+    assert not decode.split_layers_for_decode(1)
+    monkeypatch.setattr(decode, "_available_host_bytes", lambda: 10 * 2**30)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    assert not rollout._split_layers_for_decode(1)
+    assert not decode.split_layers_for_decode(1)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     monkeypatch.setattr(jax, "process_count", lambda: 2)  # processes must agree: no local rule
-    assert not rollout._split_layers_for_decode(1)
-    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", True)
-    assert rollout._split_layers_for_decode(6 * 2**30)
+    assert not decode.split_layers_for_decode(1)
+    monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", True)
+    assert decode.split_layers_for_decode(6 * 2**30)
 
 
 def test_split_layers_released_equals_the_copy_and_frees_the_stacked_weights():
@@ -184,13 +184,13 @@ def test_split_layers_released_equals_the_copy_and_frees_the_stacked_weights():
 def test_decode_params_split_once_for_generate(monkeypatch):
     """`catsim llm sample`'s layout: the layers split and the stacked arrays released before
     `generate`, which then runs them as they are; the same tokens and log-probs as the stack."""
-    from catsim.llm import rollout
+    from catsim.llm.rollout import decode
 
-    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", False)
+    monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", False)
     params = jax.tree.map(jnp.copy, PARAMS)
-    assert rollout.decode_params(params) is params  # where generate keeps the stack, so does this
-    monkeypatch.setattr(rollout, "DECODE_SPLIT_LAYERS", True)
-    laid_out = rollout.decode_params(params)
+    assert decode.decode_params(params) is params  # where generate keeps the stack, so does this
+    monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", True)
+    laid_out = decode.decode_params(params)
     assert isinstance(laid_out["layers"], list)
     assert all(leaf.is_deleted() for leaf in jax.tree.leaves(params["layers"]))
     jax.clear_caches()  # generate (still told to split) runs the split layers as they are
@@ -201,9 +201,9 @@ def test_decode_params_split_once_for_generate(monkeypatch):
 
 
 def test_greedy_token_is_the_first_maximum():
-    from catsim.llm.rollout import _first_max_index
+    from catsim.llm.sampling import first_max_index
 
     x = jnp.asarray([0.5, 2.0, -1.0, 2.0, 1.0])
-    assert int(_first_max_index(x)) == 1 == int(jnp.argmax(x))
+    assert int(first_max_index(x)) == 1 == int(jnp.argmax(x))
     y = jax.random.normal(jax.random.key(0), (7, 151))
-    assert np.array_equal(np.asarray(jax.vmap(_first_max_index)(y)), np.asarray(jnp.argmax(y, -1)))
+    assert np.array_equal(np.asarray(jax.vmap(first_max_index)(y)), np.asarray(jnp.argmax(y, -1)))

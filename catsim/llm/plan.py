@@ -212,8 +212,8 @@ def rollout_kv_bytes(model_cfg: ModelConfig, prompts: int, samples: int, prompt_
     prompts of `prompt_len` tokens and up to `new_tokens` new ones, in the compute dtype:
     "static" stores every row's prompt and completion (B·(T + M) slots); "cascade" each prompt once
     and every row's completion (U·T + U·R·M slots, the grid U x R rounded up to powers of two as
-    `catsim.llm.engine` does), its size once the longest row reaches M."""
-    from catsim.llm.engine import pow2
+    `catsim.llm.rollout.cascade` does), its size once the longest row reaches M."""
+    from catsim.llm.rollout.decode import pow2
 
     for name, value in (("prompts", prompts), ("samples", samples), ("prompt length", prompt_len),
                         ("new tokens", new_tokens)):

@@ -1,6 +1,7 @@
 """Drawing one token: the sampling configuration, the distribution sampled (temperature, top-k,
-top-p) and inverse-CDF sampling with one uniform per row; `Rollout`, the engines' result. Shared
-by both rollout engines (`catsim.llm.rollout`'s static batch, `catsim.llm.engine`'s cascade).
+top-p) and inverse-CDF sampling with one uniform per row (`sample_one`); `Rollout`, the engines'
+result. Shared by both rollout engines (`catsim.llm.rollout.static`, `catsim.llm.rollout.cascade`)
+through their common step (`catsim.llm.rollout.decode.sample_step`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def sampling_logits(logits_V: jax.Array, sampling: SamplingConfig) -> jax.Array:
     return scaled_V
 
 
-def _first_max_index(x_V: jax.Array) -> jax.Array:
+def first_max_index(x_V: jax.Array) -> jax.Array:
     """`jnp.argmax` (the first index of the maximum) as two plain reductions: XLA's CPU backend
     runs argmax as a two-operand reduce, ≈ 1.4 ms per decode step over 4 x 151,936 logits.
     (Logits holding a NaN give the last index instead of the NaN's.)"""
@@ -75,12 +76,13 @@ def _first_max_index(x_V: jax.Array) -> jax.Array:
     return jnp.minimum(first, v - 1)
 
 
-def _sample_one(logits_V: jax.Array, key: jax.Array,
-                sampling: SamplingConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(token, log pi_sample(token), log pi_model(token)) for one sequence."""
+def sample_one(logits_V: jax.Array, key: jax.Array,
+               sampling: SamplingConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(token, log pi_sample(token), log pi_model(token)) for one sequence: greedy (the first
+    maximum) at temperature 0, else the inverse CDF of `sampling_logits` at one uniform of `key`."""
     model_logp_V = jax.nn.log_softmax(logits_V)
     if sampling.temperature == 0:
-        token = _first_max_index(logits_V)
+        token = first_max_index(logits_V)
         return token, jnp.zeros((), jnp.float32), model_logp_V[token]
     policy_logp_V = jax.nn.log_softmax(sampling_logits(logits_V, sampling))
     # Inverse-CDF sampling: one uniform per row instead of V Gumbel variates (much cheaper for large

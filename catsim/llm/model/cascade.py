@@ -23,11 +23,12 @@ from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import (
     KVCache,
     Params,
-    _attn_out_and_mlp,
-    _embed,
-    _logits,
-    _qkv,
+    apply_layers,
+    attn_out_and_mlp,
     cast_params,
+    embed,
+    final_logits,
+    qkv,
     rope_tables,
     write_kv,
 )
@@ -75,22 +76,16 @@ def decode_step(params: Params, cfg: ModelConfig, tokens_B: jax.Array, positions
         x_Bx1xD, k_LxBxNxKxE, v_LxBxNxKxE = carry
         layer, prefix_k_UxSxKxE, prefix_v_UxSxKxE, i = layer_and_index
         layer = cast_params(layer, cfg.dtype)
-        q_Bx1xHxE, k_Bx1xKxE, v_Bx1xKxE = _qkv(cfg, layer, x_Bx1xD, cos, sin)
+        q_Bx1xHxE, k_Bx1xKxE, v_Bx1xKxE = qkv(cfg, layer, x_Bx1xD, cos, sin)
         k_LxBxNxKxE, v_LxBxNxKxE = write_kv(k_LxBxNxKxE, v_LxBxNxKxE, k_Bx1xKxE, v_Bx1xKxE, i, index)
         kv = (cfg.num_kv_heads, cfg.head_dim)
         attn = cascade_attention(
             q_Bx1xHxE.reshape(u, r, 1, cfg.num_heads, cfg.head_dim), prefix_k_UxSxKxE, prefix_v_UxSxKxE,
             prefix.valid_UxS, k_LxBxNxKxE[i].reshape(u, r, n, *kv), v_LxBxNxKxE[i].reshape(u, r, n, *kv),
             valid_BxN.reshape(u, r, n), index)
-        x_Bx1xD = _attn_out_and_mlp(cfg, layer, x_Bx1xD, attn.reshape(b, 1, cfg.num_heads, cfg.head_dim))
+        x_Bx1xD = attn_out_and_mlp(cfg, layer, x_Bx1xD, attn.reshape(b, 1, cfg.num_heads, cfg.head_dim))
         return (x_Bx1xD, k_LxBxNxKxE, v_LxBxNxKxE), None
 
-    carry = (_embed(params, cfg, tokens_B[:, None]), gen.k_LxBxNxKxE, gen.v_LxBxNxKxE)
-    if isinstance(params["layers"], (list, tuple)):  # `split_layers`: one block per layer
-        for i, layer in enumerate(params["layers"]):
-            carry, _ = block(carry, (layer, prefix.k_LxUxSxKxE[i], prefix.v_LxUxSxKxE[i], i))
-    else:
-        carry, _ = jax.lax.scan(block, carry, (params["layers"], prefix.k_LxUxSxKxE, prefix.v_LxUxSxKxE,
-                                               jnp.arange(cfg.num_layers)))
-    x_Bx1xD, k, v = carry
-    return _logits(params, cfg, x_Bx1xD)[:, 0], GenCache(k, v, valid_BxN)
+    carry = (embed(params, cfg, tokens_B[:, None]), gen.k_LxBxNxKxE, gen.v_LxBxNxKxE)
+    x_Bx1xD, k, v = apply_layers(block, carry, params["layers"], prefix.k_LxUxSxKxE, prefix.v_LxUxSxKxE)
+    return final_logits(params, cfg, x_Bx1xD)[:, 0], GenCache(k, v, valid_BxN)

@@ -40,6 +40,15 @@ Entry points:
 (all three are jitted with the config static; calling them inside another jit simply inlines them)
     init_cache(cfg, batch, max_len) -> KVCache
     forward_cached(params, cfg, tokens_BxT, positions_BxT, mask_BxT, cache) -> (logits, cache)
+
+Decode building blocks (public: `forward_cached`, `model.cascade.decode_step` and the rollout
+engines are written with them; `layer` is one layer's weights cast to the compute dtype):
+    embed(params, cfg, tokens_BxT) -> x_BxTxD
+    apply_layers(block, carry, params["layers"], *per_layer_xs) -> carry   (scan, or split layers)
+        per block: qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE) -> (q_BxTxHxE, k_BxTxKxE, v_BxTxKxE)
+                   write_kv(...) into a cache, any attention, then
+                   attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE) -> x_BxTxD
+    final_logits(params, cfg, x_BxTxD) -> float32 logits_BxTxV   (= output_logits(final_norm(x)))
 """
 
 from __future__ import annotations
@@ -162,9 +171,11 @@ def _linear(x: jax.Array, w: jax.Array, b: jax.Array | None) -> jax.Array:
     return y if b is None else y + b
 
 
-def _qkv(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array, cos_BxTxE: jax.Array,
-         sin_BxTxE: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """Normalise the residual stream and project to rotated queries, rotated keys and values."""
+def qkv(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array, cos_BxTxE: jax.Array,
+        sin_BxTxE: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """A block's first half: the residual stream x_BxTxD normalised (attention RMSNorm) and
+    projected to rotated queries q_BxTxHxE, rotated keys k_BxTxKxE and values v_BxTxKxE.
+    `layer`: one layer's weights in the compute dtype; cos/sin: `rope_tables` of the positions."""
     b, t, _ = x_BxTxD.shape
     e = cfg.head_dim
     h_BxTxD = rms_norm(x_BxTxD, layer["attn_norm"], cfg.rms_norm_eps)
@@ -178,10 +189,11 @@ def _qkv(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array, cos_BxTxE: jax.Arr
             v_BxTxKxE)
 
 
-def _attn_out_and_mlp(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array,
-                      attn_BxTxHxE: jax.Array, mlp=None) -> jax.Array:
-    """Residual add of the attention output, then the SwiGLU MLP block (`mlp(h)`; default
-    `_mlp` with the layer's weights)."""
+def attn_out_and_mlp(cfg: ModelConfig, layer: Params, x_BxTxD: jax.Array,
+                     attn_BxTxHxE: jax.Array, mlp=None) -> jax.Array:
+    """A block's second half: the residual stream x_BxTxD plus the output projection of the
+    attention result attn_BxTxHxE, then plus the SwiGLU MLP of its RMSNorm (`mlp(h)`; default the
+    layer's own weights, cast to the compute dtype). Returns the block's output B x T x D."""
     b, t, _ = x_BxTxD.shape
     x_BxTxD = x_BxTxD + _linear(attn_BxTxHxE.reshape(b, t, -1), layer["wo"], layer.get("bo"))
     h_BxTxD = rms_norm(x_BxTxD, layer["mlp_norm"], cfg.rms_norm_eps)
@@ -222,12 +234,32 @@ def _tiled_mlp(cfg: ModelConfig, layer: Params, h_BxTxD: jax.Array) -> jax.Array
     return jnp.moveaxis(out_NxBxCxD, 0, 1).reshape(b, n * c, d)[:, :t]
 
 
-def _embed(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array) -> jax.Array:
+def embed(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array) -> jax.Array:
+    """The residual stream's input: token embeddings B x T x D in the compute dtype."""
     return jnp.take(params["embed"], tokens_BxT, axis=0).astype(cfg.dtype)
 
 
-def _logits(params: Params, cfg: ModelConfig, x_BxTxD: jax.Array) -> jax.Array:
-    return output_logits(params, cfg, rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps))
+def final_norm(params: Params, cfg: ModelConfig, x_BxTxD: jax.Array) -> jax.Array:
+    """The final RMSNorm of the last block's output: the hidden states (`hidden_states`)."""
+    return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
+
+
+def final_logits(params: Params, cfg: ModelConfig, x_BxTxD: jax.Array) -> jax.Array:
+    """Float32 logits B x T x V of the last block's output: `output_logits` of `final_norm`."""
+    return output_logits(params, cfg, final_norm(params, cfg, x_BxTxD))
+
+
+def apply_layers(block, carry: Any, layers: Params | list, *per_layer: jax.Array, unroll: int | bool = 1) -> Any:
+    """`carry = block(carry, (layer, *xs, i))[0]` for each layer i in turn, where `xs` are the
+    i-th entries (leading axis L) of `per_layer`: a `lax.scan` over stacked L x ... weights, or
+    straight-line code over the per-layer dicts of `split_layers`. The decode loops of
+    `forward_cached` and `catsim.llm.model.cascade.decode_step`; `block` returns (carry, None)."""
+    if isinstance(layers, (list, tuple)):  # `split_layers`: one block per layer
+        for i, layer in enumerate(layers):
+            carry, _ = block(carry, (layer, *(x[i] for x in per_layer), i))
+        return carry
+    return jax.lax.scan(block, carry, (layers, *per_layer, jnp.arange(jax.tree.leaves(layers)[0].shape[0])),
+                        unroll=unroll)[0]
 
 
 def _check_tokens(tokens_BxT: jax.Array) -> None:
@@ -294,19 +326,19 @@ def hidden_states(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array,
     def block(x_BxTxD, stored, tables):
         cos_BxTxE, sin_BxTxE, valid_BxT = tables
         layer = cast_params(stored, cfg.dtype)
-        q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
+        q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
         attn_BxTxHxE = attention(q_BxTxHxE, k_BxTxKxE, v_BxTxKxE, valid_BxT,
                                  implementation=cfg.attention, block_size=cfg.attention_block)
         mlp = functools.partial(_tiled_mlp, cfg, stored) if cfg.remat else None
-        return constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE, mlp))
+        return constrain(attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE, mlp))
 
-    x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
+    x_BxTxD = constrain(embed(params, cfg, tokens_BxT))
     tables = (cos_BxTxE, sin_BxTxE, valid_BxT)
     if cfg.remat:
         x_BxTxD = remat_scan(block, x_BxTxD, params["layers"], tables)
     else:
         x_BxTxD, _ = jax.lax.scan(lambda x, layer: (block(x, layer, tables), None), x_BxTxD, params["layers"])
-    return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps)
+    return final_norm(params, cfg, x_BxTxD)
 
 
 def remat_scan(block, x_BxTxD: jax.Array, layers: Params, consts: Any) -> jax.Array:
@@ -415,28 +447,21 @@ def forward_cached(params: Params, cfg: ModelConfig, tokens_BxT: jax.Array, posi
         x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = carry
         layer, i = layer_and_index
         layer = cast_params(layer, cfg.dtype)
-        q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = _qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
+        q_BxTxHxE, k_BxTxKxE, v_BxTxKxE = qkv(cfg, layer, x_BxTxD, cos_BxTxE, sin_BxTxE)
         k_LxBxSxKxE, v_LxBxSxKxE = write_kv(k_LxBxSxKxE, v_LxBxSxKxE, k_BxTxKxE, v_BxTxKxE, i, start)
         attn_BxTxHxE = attention(q_BxTxHxE, k_LxBxSxKxE[i], v_LxBxSxKxE[i], valid_BxS, start,
                                  implementation=cfg.attention, block_size=cfg.attention_block)
-        x_BxTxD = constrain(_attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
+        x_BxTxD = constrain(attn_out_and_mlp(cfg, layer, x_BxTxD, attn_BxTxHxE))
         return (x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE), None
 
-    x_BxTxD = constrain(_embed(params, cfg, tokens_BxT))
-    carry = (x_BxTxD, cache.k_LxBxSxKxE, cache.v_LxBxSxKxE)
-    if isinstance(params["layers"], (list, tuple)):  # `split_layers`: one block per layer
-        for i, layer in enumerate(params["layers"]):
-            carry, _ = block(carry, (layer, i))
-    else:
-        carry, _ = jax.lax.scan(block, carry, (params["layers"], jnp.arange(cfg.num_layers)),
-                                unroll=unroll)
-    x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = carry
+    carry = (constrain(embed(params, cfg, tokens_BxT)), cache.k_LxBxSxKxE, cache.v_LxBxSxKxE)
+    x_BxTxD, k_LxBxSxKxE, v_LxBxSxKxE = apply_layers(block, carry, params["layers"], unroll=unroll)
     if last_only:
         x_BxTxD = x_BxTxD[:, -1:]
     cache = KVCache(k_LxBxSxKxE, v_LxBxSxKxE, valid_BxS, start + t)
     if hidden:
-        return rms_norm(x_BxTxD, params["final_norm"].astype(cfg.dtype), cfg.rms_norm_eps), cache
-    return _logits(params, cfg, x_BxTxD), cache
+        return final_norm(params, cfg, x_BxTxD), cache
+    return final_logits(params, cfg, x_BxTxD), cache
 
 
 def split_layers(params: Params, *, release: bool = False) -> Params:

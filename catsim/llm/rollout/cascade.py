@@ -17,11 +17,17 @@ has generated exactly t tokens. The engine uses that:
    reads only what is filled. The grid shapes and slot counts are powers of two, so a few compiled
    programs serve every rollout of a run.
 
-Randomness is the static engine's: the uniform of row b at step n comes from
-`fold_in(fold_in(fold_in(key, prompt_ids_B[b]), sample_ids_B[b]), n)`, so a completion depends only
-on (key, prompt id, sample index, prompt tokens), whatever the layout, grid or compaction. Both
-engines compute the same logits up to float rounding (the merged softmax adds in another order), so
-greedy and sampled tokens agree unless two candidates tie within the last bits.
+Randomness is the static engine's (`decode.row_keys`, `decode.sample_step`): the uniform of row b
+at step n comes from `fold_in(fold_in(fold_in(key, prompt_ids_B[b]), sample_ids_B[b]), n)`, so a
+completion depends only on (key, prompt id, sample index, prompt tokens), whatever the layout, grid
+or compaction. Both engines compute the same logits up to float rounding (the merged softmax adds in
+another order), so greedy and sampled tokens agree unless two candidates tie within the last bits.
+
+Several processes (`jax.distributed`): rows are independent, so each process runs the engine over
+its own rows (`generate_cascade_per_process`: the rows of the batch's shards on its devices) with
+a full copy of the weights on its first local device, and returns the rows as a global array
+sharded like the batch, as the static engine's result is (`sharding.to_host` all-gathers it). The
+host loop's grid and compaction follow the process's own rows, so processes run different programs.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
 
 from catsim.llm.model.cascade import (
     GenCache,
@@ -42,15 +51,19 @@ from catsim.llm.model.cascade import (
 )
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import Params, default_positions, forward_cached, init_cache
-from catsim.llm.sampling import Rollout, SamplingConfig, _sample_one
+from catsim.llm.rollout.decode import (
+    Columns,
+    decode_layout,
+    empty_columns,
+    pow2,
+    row_keys,
+    sample_step,
+    write_columns,
+)
+from catsim.llm.sampling import Rollout, SamplingConfig
 
 CHUNK_STEPS = 16  # decode steps per jitted chunk: compaction happens between chunks
 GEN_SLOTS_FLOOR = 32  # smallest generated-cache size (slots), then powers of two up to the cap
-
-
-def pow2(n: int, floor: int = 1) -> int:
-    """The smallest power of two >= max(n, floor)."""
-    return max(floor, 1 << (max(n, 1) - 1).bit_length())
 
 
 class _State(NamedTuple):
@@ -61,13 +74,6 @@ class _State(NamedTuple):
     keys_B: jax.Array  # each row's key, fold_in(fold_in(key, prompt id), sample id)
 
 
-class _Chunk(NamedTuple):
-    tokens_BxC: jax.Array
-    logprobs_BxC: jax.Array
-    model_logprobs_BxC: jax.Array
-    mask_BxC: jax.Array
-
-
 @functools.partial(jax.jit, static_argnames=("cfg", "rows_per_prompt", "slots"))
 def _prefill(params: Params, cfg: ModelConfig, tokens_UxP: jax.Array, mask_UxP: jax.Array, key: jax.Array,
              prompt_ids_B: jax.Array, sample_ids_B: jax.Array, dead_B: jax.Array, *,
@@ -76,8 +82,7 @@ def _prefill(params: Params, cfg: ModelConfig, tokens_UxP: jax.Array, mask_UxP: 
     u, p = tokens_UxP.shape
     logits_Ux1xV, cache = forward_cached(params, cfg, tokens_UxP, default_positions(mask_UxP), mask_UxP,
                                          init_cache(cfg, u, p), last_only=True)
-    keys_B = jax.vmap(lambda pid, sid: jax.random.fold_in(jax.random.fold_in(key, pid), sid))(
-        prompt_ids_B, sample_ids_B)
+    keys_B = row_keys(key, prompt_ids_B, sample_ids_B)
     lengths_U = jnp.sum(mask_UxP, axis=1).astype(jnp.int32)
     state = _State(jnp.repeat(logits_Ux1xV[:, 0], rows_per_prompt, axis=0),
                    init_gen_cache(cfg, u * rows_per_prompt, slots),
@@ -87,34 +92,22 @@ def _prefill(params: Params, cfg: ModelConfig, tokens_UxP: jax.Array, mask_UxP: 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "sampling", "steps", "rows_per_prompt"), donate_argnums=(3,))
 def _chunk(params: Params, cfg: ModelConfig, sampling: SamplingConfig, state: _State, prefix: PrefixCache,
-           start: jax.Array, *, steps: int, rows_per_prompt: int) -> tuple[_State, _Chunk]:
-    """Up to `steps` decode steps from generated slot `start` (fewer once every row is done)."""
-    b = state.done_B.shape[0]
-    stop_S = jnp.asarray(sampling.stop_tokens or (-1,), jnp.int32)
-
+           start: jax.Array, *, steps: int, rows_per_prompt: int) -> tuple[_State, Columns]:
+    """Up to `steps` decode steps from generated slot `start` (fewer once every row is done); the
+    chunk's B x steps columns."""
     def body(carry):
         i, st, out = carry
         step = start + i
-        step_keys_B = jax.vmap(jax.random.fold_in, in_axes=(0, None))(st.keys_B, step)
-        token_B, logp_B, model_logp_B = jax.vmap(_sample_one, in_axes=(0, 0, None))(
-            st.logits_BxV, step_keys_B, sampling)
-        live_B = ~st.done_B
-        token_B = jnp.where(live_B, token_B, sampling.pad_token).astype(jnp.int32)
-        done_B = st.done_B | (live_B & jnp.isin(token_B, stop_S))
-        out = _Chunk(out.tokens_BxC.at[:, i].set(token_B),
-                     out.logprobs_BxC.at[:, i].set(jnp.where(live_B, logp_B, 0.0)),
-                     out.model_logprobs_BxC.at[:, i].set(jnp.where(live_B, model_logp_B, 0.0)),
-                     out.mask_BxC.at[:, i].set(live_B))
-        logits_BxV, gen = decode_step(params, cfg, token_B, st.positions_B, live_B, prefix, st.gen, step,
-                                      rows_per_prompt)
-        return i + 1, _State(logits_BxV, gen, st.positions_B + 1, done_B, st.keys_B), out
+        drawn = sample_step(st.logits_BxV, st.keys_B, step, st.done_B, sampling)
+        logits_BxV, gen = decode_step(params, cfg, drawn.tokens_B, st.positions_B, drawn.live_B, prefix, st.gen,
+                                      step, rows_per_prompt)
+        return i + 1, _State(logits_BxV, gen, st.positions_B + 1, drawn.done_B, st.keys_B), write_columns(out, i, drawn)
 
     def cond(carry):
         i, st, _ = carry
         return (i < steps) & ~jnp.all(st.done_B)
 
-    out = _Chunk(jnp.full((b, steps), sampling.pad_token, jnp.int32), jnp.zeros((b, steps), jnp.float32),
-                 jnp.zeros((b, steps), jnp.float32), jnp.zeros((b, steps), bool))
+    out = empty_columns(state.done_B.shape[0], steps, sampling.pad_token)
     _, state, out = jax.lax.while_loop(cond, body, (jnp.zeros((), jnp.int32), state, out))
     return state, out
 
@@ -163,9 +156,11 @@ def _grid(groups: list[list[int]]) -> tuple[int, int, np.ndarray]:
 def generate_cascade(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_BxP, prompt_mask_BxP,
                      key: jax.Array, prompt_ids_B, sample_ids_B, *, chunk_steps: int = CHUNK_STEPS,
                      compact: bool = True) -> Rollout:
-    """`rollout.generate`'s result by the cascade engine. `params` in the compute dtype (stacked or
-    `split_layers`); prompt_BxP left-padded (host or addressable device arrays). compact=False keeps
-    the first grid throughout (finished rows still decoded, masked): the reference for compaction."""
+    """`rollout.generate`'s result by the cascade engine, in this process. `params` as stored (cast
+    and laid out here, `decode.decode_layout`; a no-op for weights laid out already); prompt_BxP
+    left-padded (host or addressable device arrays). compact=False keeps the first grid throughout
+    (finished rows still decoded, masked): the reference for compaction."""
+    params = decode_layout(params, cfg)
     tokens = np.asarray(prompt_BxP).astype(np.int32)
     mask = np.asarray(prompt_mask_BxP).astype(bool)
     pids, sids = np.asarray(prompt_ids_B, np.int32), np.asarray(sample_ids_B, np.int32)
@@ -194,8 +189,8 @@ def generate_cascade(params: Params, cfg: ModelConfig, sampling: SamplingConfig,
         out, done = jax.device_get((out, state.done_B))
         held = slot_row >= 0
         rows, cols = slot_row[held], slice(step, step + steps)
-        out_tokens[rows, cols], out_logp[rows, cols] = out.tokens_BxC[held], out.logprobs_BxC[held]
-        out_model_logp[rows, cols], out_mask[rows, cols] = out.model_logprobs_BxC[held], out.mask_BxC[held]
+        out_tokens[rows, cols], out_logp[rows, cols] = out.tokens_BxN[held], out.logprobs_BxN[held]
+        out_model_logp[rows, cols], out_mask[rows, cols] = out.model_logprobs_BxN[held], out.mask_BxN[held]
         step += steps
         if done.all() or step >= n:
             break
@@ -214,3 +209,69 @@ def generate_cascade(params: Params, cfg: ModelConfig, sampling: SamplingConfig,
     finished = (lengths > 0) & np.isin(last, np.asarray(sampling.stop_tokens, np.int32))
     return Rollout(jnp.asarray(out_tokens), jnp.asarray(out_logp), jnp.asarray(out_model_logp),
                    jnp.asarray(out_mask), jnp.asarray(lengths), jnp.asarray(finished))
+
+
+def generate_cascade_per_process(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_BxP,
+                                 prompt_mask_BxP, key: jax.Array, prompt_ids_B, sample_ids_B) -> Rollout:
+    """`generate_cascade` under several processes: this process decodes its own rows, those of the
+    batch's shards on its devices (every row when the batch is not a row-sharded global array:
+    host arrays, each process's copy of the whole batch), with the weights gathered into one full
+    copy on its first local device (a collective: every process calls this with the same weights).
+    Returns global arrays sharded like `prompt_BxP`'s rows (local arrays for an unsharded batch)."""
+    device = jax.local_devices()[0]
+    params = jax.device_put(_gather(_decode_layout_jit(params, cfg)), device)  # cast before the gather
+    if isinstance(key, jax.Array) and not key.is_fully_addressable:
+        key = key.addressable_data(0)  # the same key on every process (replicated)
+    sharding = getattr(prompt_BxP, "sharding", None)
+    if isinstance(prompt_BxP, jax.Array) and not prompt_BxP.is_fully_addressable and isinstance(
+            sharding, NamedSharding):
+        rows = _process_rows(prompt_BxP)
+        mask, pids, sids = (_rows_of(x, rows, sharding) for x in (prompt_mask_BxP, prompt_ids_B, sample_ids_B))
+        local = generate_cascade(params, cfg, sampling, _rows_of(prompt_BxP, rows, sharding), mask, key, pids, sids)
+        by_rows = NamedSharding(sharding.mesh, P(*sharding.spec[:1]))
+        return Rollout(*(_global(np.asarray(x), rows, prompt_BxP.shape[0], by_rows) for x in local))
+    return generate_cascade(params, cfg, sampling, *_gather((prompt_BxP, prompt_mask_BxP)), key,
+                            *_gather((prompt_ids_B, sample_ids_B)))
+
+
+_decode_layout_jit = jax.jit(decode_layout, static_argnums=1)
+
+
+def _gather(tree: Any) -> Any:
+    """The global value of every array of `tree` on this process (numpy for arrays sharded over
+    processes, an all-gather; the local array itself otherwise)."""
+    def get(x):
+        if not isinstance(x, jax.Array) or x.is_fully_addressable:
+            return x
+        if x.is_fully_replicated:
+            return x.addressable_data(0)
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+
+    return jax.tree.map(get, tree)
+
+
+def _process_rows(x_BxP: jax.Array) -> np.ndarray:
+    """The (sorted) rows of a row-sharded global array that this process's devices hold."""
+    b = x_BxP.shape[0]
+    return np.unique(np.concatenate([np.arange(b)[shard.index[0]] for shard in x_BxP.addressable_shards]))
+
+
+def _rows_of(x, rows: np.ndarray, sharding: NamedSharding) -> np.ndarray:
+    """Rows `rows` of `x` (numpy): from this process's shards of a global array sharded like the
+    batch (`sharding`), else from its global value (`_gather`: an all-gather when sharded otherwise;
+    the choice depends on the shardings only, so every process makes the same)."""
+    if not isinstance(x, jax.Array) or x.is_fully_addressable or x.sharding != sharding:
+        return np.asarray(_gather(x))[rows]
+    b = x.shape[0]
+    out = np.zeros((len(rows), *x.shape[1:]), x.dtype)
+    for shard in x.addressable_shards:
+        held = np.arange(b)[shard.index[0]]
+        out[np.searchsorted(rows, held)] = np.asarray(shard.data)
+    return out
+
+
+def _global(local_B: np.ndarray, rows: np.ndarray, b: int, sharding: NamedSharding) -> jax.Array:
+    """The global B x ... array whose rows `rows` are `local_B` (each process supplies its own)."""
+    return jax.make_array_from_callback(
+        (b, *local_B.shape[1:]), sharding,
+        lambda index: local_B[np.searchsorted(rows, np.arange(b)[index[0]])][(slice(None), *index[1:])])
