@@ -77,7 +77,7 @@ def test_recomposition_keeps_the_best_positive_of_a_rich_group():
     logp = np.array([[-3.0, -1.0, -2.0, -0.5], [-0.1, -3.0, -0.2, -0.3]], np.float32)
     dist = np.zeros((2, 4, 4), np.float32)
     # equal scores: the most probable positive (index 1, log π̄ = −1); graded: the highest score
-    keep = rl_asym.recompose_keep(scores, logp, dist, cfg)
+    keep = rl_asym.recompose_keep(scores, logp, dist, cfg.asym, cfg.components.positive_threshold)
     np.testing.assert_array_equal(keep, [[0, 1, 0, 0], [0, 1, 0, 0]])
     groups = _groups([1, 1, 1, 0])  # rows' log π̄ from _old_logp fall with the row: row 0 is the best
     adv = np.array([[0.5, 0.5, 0.5, -1.5]], np.float32)
@@ -99,7 +99,7 @@ def test_mixed_group_weights_with_token_edit_distance(delta, weights):
     groups = _groups([1.0, 0.0, 0.0, 0.5])
     dist = rl_asym.edit_distances(groups)
     logp = np.zeros((1, 4), np.float32)
-    np.testing.assert_array_equal(rl_asym.mixed_weights(groups.scores, logp, dist, cfg), [weights])
+    np.testing.assert_array_equal(rl_asym.mixed_weights(groups.scores, logp, dist, cfg.asym, cfg.components.positive_threshold), [weights])
     adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
     batch = rl_step.build_batch(groups, adv, np.array([1.0]))
     batch["old_logp"] = _old_logp(batch)

@@ -198,31 +198,32 @@ def test_cispo_logs_each_clip_side():
 # ----------------------------------------------------------------------------- asym-GRPO
 def test_recomposition_and_mixed_groups_rank_by_sequence_log_prob():
     cfg = RLConfig.from_flat(method="asym-grpo", group_size=5, prompts_per_step=1)
+    THRESHOLD = cfg.components.positive_threshold  # noqa: N806 - the rule's one other input
     # one positive (index 0), four negatives all 1 edit from it: "top-3 negatives" is a tie in
     # distance, broken by log π̄ → the three most probable negatives (indices 4, 2, 3)
     scores = np.array([[1, 0, 0, 0, 0]], np.float32)
     logp = np.array([[-1.0, -4.0, -2.0, -3.0, -0.5]], np.float32)
     dist = np.ones((1, 5, 5), np.float32) - np.eye(5, dtype=np.float32)
-    np.testing.assert_array_equal(rl_asym.recompose_keep(scores, logp, dist, cfg), [[1, 0, 1, 1, 1]])
+    np.testing.assert_array_equal(rl_asym.recompose_keep(scores, logp, dist, cfg.asym, THRESHOLD), [[1, 0, 1, 1, 1]])
     # distance comes before log π̄: negative 1 is the only one at distance 0.5
     near = dist.copy()
     near[0, 1, 0] = near[0, 0, 1] = 0.5
     near[0, 4, 0] = near[0, 0, 4] = 3.0
-    np.testing.assert_array_equal(rl_asym.recompose_keep(scores, logp, near, cfg), [[1, 1, 1, 1, 0]])
+    np.testing.assert_array_equal(rl_asym.recompose_keep(scores, logp, near, cfg.asym, THRESHOLD), [[1, 1, 1, 1, 0]])
     # mixed groups: of two positives of equal score the more probable one is amplified
     two = np.array([[1, 0, 1, 0, 0]], np.float32)
-    np.testing.assert_allclose(rl_asym.mixed_weights(two, logp, dist, cfg), [[1.5, 1, 1, 1, 1]])
+    np.testing.assert_allclose(rl_asym.mixed_weights(two, logp, dist, cfg.asym, THRESHOLD), [[1.5, 1, 1, 1, 1]])
     later = np.array([[-3.0, -4.0, -1.0, -2.0, -0.5]], np.float32)  # now index 2 is the more probable
-    np.testing.assert_allclose(rl_asym.mixed_weights(two, later, dist, cfg), [[1, 1, 1.5, 1, 1]])
+    np.testing.assert_allclose(rl_asym.mixed_weights(two, later, dist, cfg.asym, THRESHOLD), [[1, 1, 1.5, 1, 1]])
     # and the share of negatives near a positive (δ = 4 edits): all at distance 1, none at 4
-    assert rl_asym.mixed_near_fraction(two, dist, np.ones(1), cfg) == 1.0
-    assert rl_asym.mixed_near_fraction(two, 4 * dist, np.ones(1), cfg) == 0.0
-    assert rl_asym.mixed_near_fraction(two, dist, np.zeros(1), cfg) is None  # group dropped
+    assert rl_asym.mixed_near_fraction(two, dist, np.ones(1), cfg.asym.delta, THRESHOLD) == 1.0
+    assert rl_asym.mixed_near_fraction(two, 4 * dist, np.ones(1), cfg.asym.delta, THRESHOLD) == 0.0
+    assert rl_asym.mixed_near_fraction(two, dist, np.zeros(1), cfg.asym.delta, THRESHOLD) is None  # group dropped
     # the trainer's δ is in token edits: near = at most 3 edits from a positive (δ = 4)
     far = np.array([[[0, 3, 5, 4, 9], [3, 0, 1, 1, 1], [5, 1, 0, 1, 1], [4, 1, 1, 0, 1], [9, 1, 1, 1, 0]]],
                    np.float32)
-    np.testing.assert_allclose(rl_asym.mixed_weights(scores, logp, far, cfg), [[1.5, 1, 0, 0, 0]])
-    assert rl_asym.mixed_near_fraction(scores, far, np.ones(1), cfg) == 0.25
+    np.testing.assert_allclose(rl_asym.mixed_weights(scores, logp, far, cfg.asym, THRESHOLD), [[1.5, 1, 0, 0, 0]])
+    assert rl_asym.mixed_near_fraction(scores, far, np.ones(1), cfg.asym.delta, THRESHOLD) == 0.25
 
 
 def test_baseline_free_channels():

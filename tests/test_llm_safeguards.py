@@ -82,7 +82,7 @@ def test_smoothing_eps_reaches_the_negative_weights():
     resp = np.ones((2, 3), np.float32)
     for eps in (0.01, 0.5):
         cfg = RLConfig.from_flat(method="asym-grpo", negative_reading="formula", negative_eps=eps)
-        out = rl_asym.asymmetric_advantages(adv, scores, old_logp, resp, cfg)
+        out = rl_asym.asymmetric_advantages(adv, scores, old_logp, resp, cfg.asym)
         assert out[0, 0] == pytest.approx(1.0)
         assert out[0, 1] == pytest.approx(-(1 + eps) / eps, rel=1e-5)
     with pytest.raises(CatsimError):

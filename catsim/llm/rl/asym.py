@@ -22,6 +22,7 @@ from catsim.llm.rl.config import RLConfig
 from catsim.llm.rl.step import Functions, build_batch
 from catsim.llm.rollout import Groups
 from catsim.objectives import asymmetric
+from catsim.objectives.asymmetric import AsymmetricConfig
 
 
 def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, fns: Functions, params,
@@ -44,6 +45,7 @@ def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, 
     adv = np.asarray(adv_PxN, np.float32)
     p, n = adv.shape
     seq_logp = sequence_logp(batch["old_logp"], resp).reshape(p, n)
+    threshold = cfg.components.positive_threshold
     dist = edit_distances(groups) if cfg.use("mixed") or cfg.use("recompose") else None
     stats = {"mixed_near_frac": None}
     conf = None
@@ -54,11 +56,11 @@ def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, 
             parts.append(to_host(fns.confidence(params, chunk["tokens"], chunk["real"])))
         conf = np.concatenate(parts)
     if cfg.use("mixed"):
-        mixed = mixed_weights(groups.scores, seq_logp, dist, cfg)
-        stats["mixed_near_frac"] = mixed_near_fraction(groups.scores, dist, group_mask, cfg)
+        mixed = mixed_weights(groups.scores, seq_logp, dist, cfg.asym, threshold)
+        stats["mixed_near_frac"] = mixed_near_fraction(groups.scores, dist, group_mask, cfg.asym.delta, threshold)
     if cfg.components.advantage == "baseline_free":
         g = np.ones(p, np.float32) if focal_P is None else np.asarray(focal_P, np.float32)
-        adv = baseline_free_advantages(groups.scores, batch["old_logp"], resp, cfg, conf)
+        adv = baseline_free_advantages(groups.scores, batch["old_logp"], resp, cfg.asym, conf)
         adv = adv * (g * np.asarray(group_mask, np.float32))[:, None]
         if cfg.use("mixed"):
             adv = adv * mixed
@@ -66,14 +68,14 @@ def asymmetric_batch(batch, groups: Groups, adv_PxN, group_mask, cfg: RLConfig, 
         if cfg.use("mixed"):
             adv = adv * mixed
         if cfg.use("channels"):
-            adv = asymmetric_advantages(adv, groups.scores, batch["old_logp"], resp, cfg, conf)
+            adv = asymmetric_advantages(adv, groups.scores, batch["old_logp"], resp, cfg.asym, conf)
         elif conf is not None:  # the confidence weight alone, on the negative channel
             c = (np.sum(conf * resp, axis=1) / np.maximum(resp.sum(axis=1), 1.0)).reshape(adv.shape)
             adv = np.where(adv < 0, c * adv, adv).astype(np.float32)
     if cfg.use("mixed") or cfg.use("channels") or conf is not None:
         batch = {**batch, "adv": build_batch(groups, adv.astype(np.float32), group_mask)["adv"]}
     if cfg.use("recompose"):
-        keep = recompose_keep(groups.scores, seq_logp, dist, cfg).reshape(-1)
+        keep = recompose_keep(groups.scores, seq_logp, dist, cfg.asym, threshold).reshape(-1)
         batch = {**batch, "loss_mask": batch["loss_mask"] * keep[:, None]}
     return batch, stats
 
@@ -94,7 +96,7 @@ def _sequence_weights(old_logp_BxT, resp_BxT, p, n, conf_BxT):
     return pi, conf
 
 
-def asymmetric_advantages(adv_PxN, scores_PxN, old_logp_BxT, resp_BxT, cfg: RLConfig, conf_BxT=None):
+def asymmetric_advantages(adv_PxN, scores_PxN, old_logp_BxT, resp_BxT, asym: AsymmetricConfig, conf_BxT=None):
     """Channel-weighted advantages of P groups (`objectives.asymmetric.asymmetric_advantages`).
 
     π̄ of a rollout = exp(mean over its response tokens of log π_old) (the geometric-mean token
@@ -104,7 +106,7 @@ def asymmetric_advantages(adv_PxN, scores_PxN, old_logp_BxT, resp_BxT, cfg: RLCo
     """
     p, n = np.shape(adv_PxN)
     pi, conf = _sequence_weights(old_logp_BxT, resp_BxT, p, n, conf_BxT)
-    one = functools.partial(asymmetric.asymmetric_advantages, config=cfg.asym)
+    one = functools.partial(asymmetric.asymmetric_advantages, config=asym)
     adv, scores = jnp.asarray(adv_PxN, jnp.float32), jnp.asarray(scores_PxN, jnp.float32)
     if conf is None:
         out = jax.vmap(lambda a, r, q: one(a, r, q))(adv, scores, pi)
@@ -113,13 +115,13 @@ def asymmetric_advantages(adv_PxN, scores_PxN, old_logp_BxT, resp_BxT, cfg: RLCo
     return np.asarray(out, np.float32)
 
 
-def baseline_free_advantages(scores_PxN, old_logp_BxT, resp_BxT, cfg: RLConfig, conf_BxT=None):
+def baseline_free_advantages(scores_PxN, old_logp_BxT, resp_BxT, asym: AsymmetricConfig, conf_BxT=None):
     """The article's literal channels without a group baseline, w⁺(r)·r − w⁻(π̄)·c·(1 − r)
     (`objectives.asymmetric.asymmetric_reinforce_coefficients`), r = the verifier score, π̄ and c
     as in `asymmetric_advantages`. An all-wrong group gets a negative signal. Returns [P, N]."""
     p, n = np.shape(scores_PxN)
     pi, conf = _sequence_weights(old_logp_BxT, resp_BxT, p, n, conf_BxT)
-    one = functools.partial(asymmetric.asymmetric_reinforce_coefficients, config=cfg.asym)
+    one = functools.partial(asymmetric.asymmetric_reinforce_coefficients, config=asym)
     scores = jnp.asarray(scores_PxN, jnp.float32)
     out = jax.vmap(lambda r, q: one(r, q))(scores, pi) if conf is None else jax.vmap(one)(scores, pi, conf)
     return np.asarray(out, np.float32)
@@ -143,7 +145,8 @@ def _by_logp(fn, seq_logp_N, vectors, matrix):
     return out[back]
 
 
-def recompose_keep(scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> np.ndarray:
+def recompose_keep(scores_PxN, seq_logp_PxN, distances_PxNxN, asym: AsymmetricConfig,
+                   threshold: float) -> np.ndarray:
     """[P, N] 0/1: the rollouts `objectives.asymmetric.recompose_group` keeps in each group.
 
     Positive = score ≥ positive_threshold. Rich groups keep the positive of highest score, then
@@ -151,22 +154,22 @@ def recompose_keep(scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> 
     positive, ties to the higher log π̄; all-negative groups keep one leader per δ-cluster of the
     edit distance, leaders taken in (score, log π̄) order.
     """
-    return _per_group(lambda pos, s, d: asymmetric.recompose_group(pos, s, d, config=cfg.asym),
-                      scores_PxN, seq_logp_PxN, distances_PxNxN, cfg)
+    return _per_group(lambda pos, s, d: asymmetric.recompose_group(pos, s, d, config=asym),
+                      scores_PxN, seq_logp_PxN, distances_PxNxN, threshold)
 
 
-def mixed_weights(scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> np.ndarray:
+def mixed_weights(scores_PxN, seq_logp_PxN, distances_PxNxN, asym: AsymmetricConfig,
+                  threshold: float) -> np.ndarray:
     """[P, N] multipliers of `objectives.asymmetric.mixed_group_weights` per group: positives
     (score ≥ positive_threshold) ranked by score, then log π̄; a negative is near when its token edit
     distance to the nearest positive is < δ (`mixed_delta`)."""
-    return _per_group(lambda pos, s, d: asymmetric.mixed_group_weights(pos, d, s, config=cfg.asym),
-                      scores_PxN, seq_logp_PxN, distances_PxNxN, cfg)
+    return _per_group(lambda pos, s, d: asymmetric.mixed_group_weights(pos, d, s, config=asym),
+                      scores_PxN, seq_logp_PxN, distances_PxNxN, threshold)
 
 
-def _per_group(rule, scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -> np.ndarray:
+def _per_group(rule, scores_PxN, seq_logp_PxN, distances_PxNxN, threshold: float) -> np.ndarray:
     """[P, N] float32: `rule(is_positive_N, scores_N, distances_NxN)` of every group, its rollouts
-    ordered by log π̄ first (`_by_logp`), positives = score ≥ positive_threshold."""
-    threshold = cfg.components.positive_threshold
+    ordered by log π̄ first (`_by_logp`), positives = score ≥ threshold."""
 
     def one(s, lp, d):
         return _by_logp(lambda s_, d_: rule(s_ >= threshold, s_, d_), lp, (s,), d)
@@ -176,17 +179,17 @@ def _per_group(rule, scores_PxN, seq_logp_PxN, distances_PxNxN, cfg: RLConfig) -
     return np.asarray(out, np.float32)
 
 
-def nearest_positive_distances(scores_PxN, distances_PxNxN, group_mask_P, cfg: RLConfig) -> np.ndarray:
+def nearest_positive_distances(scores_PxN, distances_PxNxN, group_mask_P, threshold: float) -> np.ndarray:
     """Distance of every negative of a mixed kept group to its nearest positive (1-D, float):
     what the mixed-group rule compares with δ."""
     scores, dist = np.asarray(scores_PxN), np.asarray(distances_PxNxN, np.float64)
-    pos = scores >= cfg.components.positive_threshold
+    pos = scores >= threshold
     mixed = pos.any(axis=1) & (~pos).any(axis=1) & (np.asarray(group_mask_P) > 0)
     nearest = np.min(np.where(pos[:, None, :], dist, np.inf), axis=2)  # [P, N]: row j to positives
     return nearest[mixed[:, None] & ~pos]
 
 
-def mixed_near_fraction(scores_PxN, distances_PxNxN, group_mask_P, cfg: RLConfig) -> float | None:
+def mixed_near_fraction(scores_PxN, distances_PxNxN, group_mask_P, delta: float, threshold: float) -> float | None:
     """Share of the negatives of mixed kept groups within δ of a positive (kept by the rule)."""
-    nearest = nearest_positive_distances(scores_PxN, distances_PxNxN, group_mask_P, cfg)
-    return float(np.mean(nearest < cfg.asym.delta)) if nearest.size else None
+    nearest = nearest_positive_distances(scores_PxN, distances_PxNxN, group_mask_P, threshold)
+    return float(np.mean(nearest < delta)) if nearest.size else None

@@ -154,7 +154,7 @@ class AsymComponents:
 class OptimizerConfig:
     """optax clip → AdamW(0.9, 0.999), lr warm-up in RL steps, and the update batching."""
 
-    learning_rate: float = option(0.0001, "peak AdamW learning rate (paper LLM 1e-6)")
+    learning_rate: float = option(1e-4, "peak AdamW learning rate (paper LLM 1e-6)")
     warmup_steps: int = option(0, "linear lr warm-up in RL steps (paper 15)")
     weight_decay: float = option(0.01, "AdamW decoupled weight decay")
     grad_clip: float = option(1.0, "global gradient-norm clip")
