@@ -113,8 +113,21 @@ def test_advise_without_rare_answers_says_so():
     labels = np.where(np.arange(10) % 2 == 0, "a", "b")[None, :].repeat(5, axis=0)
     advice = planning.advise(labels, labels == "a", [2, 8], n_boot=5)
     assert not advice.has_rare.any() and advice.recommended_gamma == 0.0 and not advice.too_weak
-    assert "no loss" in advice.reasoning and advice.recommended_n == 2
+    assert advice.recommended_n == 2
     np.testing.assert_allclose(advice.active_share, [0.5, 1 - 2 * 0.5**8])
+    # unseen is not absent: 10 samples bound the mass of an unseen correct answer at 1 − 0.05^(1/10)
+    # (95 %), and the risk is reported at that bound (Lemma 3.1 at μ̂ = 0.5, τ = 0.259)
+    bound = 1 - 0.05 ** 0.1
+    assert advice.unseen_bound == pytest.approx(bound, rel=1e-12)
+    np.testing.assert_allclose(advice.risk_at_unseen_bound, planning.group_risk(0.5, bound, np.array([2, 8])),
+                               rtol=1e-12)
+    assert "no loss" not in advice.reasoning and "bounds the rare mass" in advice.reasoning
+    assert f"{bound:.3f}" in advice.reasoning
+    # the point value and its band agree: no mean risk, no band (even where resamples find rare answers)
+    js = advice.to_json()
+    assert js["mean_risk"] == js["mean_risk_lo"] == js["mean_risk_hi"] == [None, None]
+    assert None not in js["mean_risk_at_unseen_bound"]
+    assert None not in js["focal_weights"]["0.5"][0]
 
 
 def test_advise_with_inactive_groups_weighs_activity():
@@ -151,6 +164,17 @@ def test_expected_focal_weight_by_hand_and_monte_carlo():
     mc = np.power(1 - x / 16, 0.5)
     got = planning.expected_focal_weight([0.8], [16], 0.5)[0, 0]
     assert abs(mc.mean() - got) < 5 * mc.std() / np.sqrt(mc.size)
+
+
+def test_expected_focal_weight_at_mu_zero_and_one_is_the_limit():
+    """No group is active at μ̂ = 0 or 1: the weight is the limit, that of one correct (wrong) sample."""
+    ns, gamma = [2, 8, 64], 0.5
+    at0 = planning.expected_focal_weight([0.0, 1.0], ns, gamma)
+    np.testing.assert_allclose(at0[0], [(1 - 1 / n) ** gamma for n in ns], rtol=1e-12)
+    np.testing.assert_allclose(at0[1], [(1 / n) ** gamma for n in ns], rtol=1e-12)
+    near = planning.expected_focal_weight([1e-9, 1 - 1e-9], ns, gamma)
+    np.testing.assert_allclose(near, at0, rtol=1e-6)
+    assert np.isnan(planning.expected_focal_weight([0.0], [1], gamma)[0, 0])  # N = 1: never active
 
 
 def test_advice_never_recommends_an_n_below_the_risk_peak():

@@ -187,7 +187,9 @@ def concentration(mu, tau, n, level: float = 0.5) -> np.ndarray:
 
 def expected_focal_weight(mu, n, gamma: float) -> np.ndarray:
     """[P, K] E[(1 − X/N)^γ | group active], X ~ Binomial(N, μ) the correct count of a group of N
-    (F-GRPO's weight of the prompt's groups that carry a gradient); NaN where no group is active."""
+    (F-GRPO's weight of the prompt's groups that carry a gradient). At μ̂ = 0 (1) no group is ever
+    active and the value is the limit μ → 0 (μ → 1): (1 − 1/N)^γ ((1/N)^γ), the weight of a group
+    with one correct (one wrong) sample. NaN only for N = 1, where no group can be active."""
     mu = np.clip(np.asarray(mu, np.float64).reshape(-1), 0.0, 1.0)
     ns = np.asarray(n, np.int64).reshape(-1)
     out = np.full((mu.size, ns.size), np.nan)
@@ -200,6 +202,10 @@ def expected_focal_weight(mu, n, gamma: float) -> np.ndarray:
         g = np.power(1.0 - x / size, gamma)
         with np.errstate(invalid="ignore", divide="ignore"):
             out[:, k] = np.where(mass > 0, (pmf * g).sum(axis=1) / np.where(mass > 0, mass, 1.0), np.nan)
+        # μ̂ = 0 or 1 (or so close that no active count has mass): the limit μ → 0 (μ → 1) of the
+        # conditional weight, that of a group with one correct (one wrong) sample
+        out[:, k] = np.where(np.isnan(out[:, k]) & (mu < 0.5), (1.0 - 1.0 / size) ** gamma, out[:, k])
+        out[:, k] = np.where(np.isnan(out[:, k]) & (mu >= 0.5), (1.0 / size) ** gamma, out[:, k])
     return out
 
 
@@ -225,6 +231,8 @@ class Advice:
     active_share: np.ndarray  # [K] mean over ALL prompts of Pr(group active): the share of groups with signal
     too_weak: bool  # even the largest N leaves most groups inactive: RL would barely move
     focal_weights: dict  # {γ: [P, K] E[(1 − X/N)^γ | active]}
+    unseen_bound: float  # 95 % upper bound on the mass of correct answers never seen in n_samples
+    risk_at_unseen_bound: np.ndarray  # [K] mean risk, over prompts with μ̂ > 0 and no rare subset seen, at that bound
     recommended_n: int
     recommended_gamma: float
     reasoning: str
@@ -246,6 +254,7 @@ class Advice:
             "mean_active": clean(self.mean_active), "active_share": clean(self.active_share),
             "too_weak_for_rl": self.too_weak,
             "focal_weights": {f"{g:g}": clean(w) for g, w in self.focal_weights.items()},
+            "unseen_rare_bound": self.unseen_bound, "mean_risk_at_unseen_bound": clean(self.risk_at_unseen_bound),
             "recommended_n": self.recommended_n, "recommended_gamma": self.recommended_gamma,
             "reasoning": self.reasoning,
         }
@@ -297,6 +306,16 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
     with warnings.catch_warnings():  # all-NaN columns (prompts without a rare subset) are expected
         warnings.simplefilter("ignore", RuntimeWarning)
         mean_lo, mean_hi = np.nanquantile(means_b, 0.05, axis=0), np.nanquantile(means_b, 0.95, axis=0)
+    # the band of a mean that does not exist (no prompt showed a rare subset) does not either, even
+    # where bootstrap resamples find rare answers the samples themselves do not
+    mean_lo, mean_hi = np.where(np.isnan(mean_risk), np.nan, mean_lo), np.where(np.isnan(mean_risk), np.nan, mean_hi)
+    # not seeing a rare answer in n samples bounds its mass, it does not make it zero: at 95 %,
+    # (1 − τ)^n ≥ 0.05, i.e. τ ≤ 1 − 0.05^(1/n) (≈ 3/n); the risk of the prompts without a seen rare
+    # subset at that bound
+    unseen_bound = float(1.0 - 0.05 ** (1.0 / n_samples))
+    unseen = (mu > 0) & ~has_rare
+    at_bound = group_risk(mu[unseen, None], np.minimum(unseen_bound, mu[unseen])[:, None], ns[None, :])
+    risk_at_bound = at_bound.mean(axis=0) if np.any(unseen) else np.full(ns.size, np.nan)
     conc = concentration(mu, tau, ns, level)
     share = conc[has_rare].mean(axis=0) if np.any(has_rare) else np.full(ns.size, np.nan)
     steps = steps_to_rare(mu[:, None], tau[:, None], ns[None, :])
@@ -321,11 +340,16 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
                      f"carry no learning signal. Train the warm-up further (or take a larger N) before RL.")
     elif n_rare == 0:
         rec_n, rec_gamma = int(ns[np.argmax(busy)]), 0.0
+        k = int(np.argmax(busy))
+        top = int(np.nanargmax(risk_at_bound)) if np.any(np.isfinite(risk_at_bound)) else k
         reasoning = (f"None of the {mu.size} prompts showed a rare correct answer under rule {rule} in "
-                     f"{n_samples} samples each, so Lemma 3.1 predicts no loss of rare solutions at any "
-                     f"group size. The smallest candidate N that keeps at least {min_active:.0%} of the groups "
-                     f"active is N = {rec_n} ({active_share[np.argmax(busy)]:.0%} expected active): take it with "
-                     f"plain GRPO (γ = 0). More samples per prompt (--n) can reveal rarer answers.")
+                     f"{n_samples} samples each. That bounds the rare mass, it does not make it zero: a correct "
+                     f"answer never seen in {n_samples} samples has mass below 1 − 0.05^(1/{n_samples}) = "
+                     f"{unseen_bound:.3f} (95 %), and at that bound the mean Lemma 3.1 risk of these prompts is "
+                     f"{risk_at_bound[k]:.3f} at N = {rec_n} (largest {risk_at_bound[top]:.3f}, at "
+                     f"N = {int(ns[top])}). The smallest candidate N that keeps at least {min_active:.0%} of the "
+                     f"groups active is N = {rec_n} ({active_share[k]:.0%} expected active): take it with plain "
+                     f"GRPO (γ = 0), or sample more per prompt (--n) to see rarer answers and tighten the bound.")
     else:
         peak = int(np.nanargmax(mean_risk))
         head = (f"{n_rare} of {mu.size} prompts have a rare correct subset (rule {rule}; mean "
@@ -355,4 +379,4 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
                                 f"mass from their rare answers.")
     return Advice(ns.astype(np.int64), str(rule), n_samples, mu, tau, has_rare, risk, risk_lo, risk_hi,
                   mean_risk, mean_lo, mean_hi, share, median_steps, mean_active, active_share, too_weak, weights,
-                  rec_n, rec_gamma, reasoning)
+                  unseen_bound, risk_at_bound, rec_n, rec_gamma, reasoning)
