@@ -149,7 +149,7 @@ class MethodsStudy:
     def frontier(self, j: int) -> list[int]:
         """Trained methods on the Mret-vs-Qpos Pareto frontier at N index j (no other has both higher)."""
         m, q = self.mean("mret")[:, j], self.mean("qpos")[:, j]
-        ok = [i for i in range(len(self.methods)) if self.trained()[i, j]]
+        ok = np.flatnonzero(self.trained()[:, j]).tolist()
         return [i for i in ok
                 if not any((m[o] >= m[i]) & (q[o] >= q[i]) & ((m[o] > m[i]) | (q[o] > q[i])) for o in ok)]
 
@@ -242,14 +242,15 @@ def run_methods_study(base: C.SimConfig, out_dir, *, group_sizes: Sequence[int] 
     ks = tuple(tuple(method.k(int(n)) for n in group_sizes) if method.k_per_n else None for method in methods)
     study = MethodsStudy(tuple(m.name for m in methods), tuple(int(n) for n in group_sizes),
                          mret, qpos, base.steps, seeds, time.perf_counter() - t0, rate, ks)
-    write_text(out / "methods.txt", study.table() + "\n")
-    write_text(out / "methods.json", json.dumps(study.to_json(), indent=1) + "\n")
+    table, saved = study.table() + "\n", json.dumps(study.to_json(), indent=1) + "\n"
+    write_text(out / "methods.txt", table)
+    write_text(out / "methods.json", saved)
     from catsim.plots.methods import plot_frontier, plot_vs_n
 
     fig_dir = Path(figures_dir) if figures_dir is not None else out
     plot_vs_n(study, fig_dir / "methods_vs_n.png")
     plot_frontier(study, fig_dir / "methods_frontier.png")
     if figures_dir is not None:
-        write_text(fig_dir / "methods.txt", study.table() + "\n")
-        write_text(fig_dir / "methods.json", json.dumps(study.to_json(), indent=1) + "\n")
+        write_text(fig_dir / "methods.txt", table)
+        write_text(fig_dir / "methods.json", saved)
     return study

@@ -239,19 +239,19 @@ def passk_best(rewards_N, *, eps=1e-6):
 def w_reinforce_counts(num_correct, group_size, *, positive_weight=0.1):
     """W-REINFORCE from counts: A_c = λ, A_w = −1, for every c (no baseline)."""
     v.check_nonnegative("positive_weight", positive_weight)
-    c, _, zero = _counts(num_correct, group_size)
+    _, _, zero = _counts(num_correct, group_size)
     return zero + positive_weight, zero - 1.0
 
 
 def nsr_counts(num_correct, group_size):
     """NSR from counts: A_c = 0, A_w = −1, for every c."""
-    c, _, zero = _counts(num_correct, group_size)
+    _, _, zero = _counts(num_correct, group_size)
     return zero, zero - 1.0
 
 
 def psr_counts(num_correct, group_size):
     """PSR from counts: A_c = 1, A_w = 0, for every c."""
-    c, _, zero = _counts(num_correct, group_size)
+    _, _, zero = _counts(num_correct, group_size)
     return zero + 1.0, zero
 
 

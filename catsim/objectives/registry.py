@@ -17,13 +17,14 @@ rewards as given (their counts form uses the reward levels Rc, Rw of `Options`).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable
 
-from catsim.errors import CatsimError
+from catsim.errors import CatsimError, CatsimWarning
 from catsim.objectives import advantages as adv
 from catsim.objectives import binary as bin_
 
-__all__ = ["Options", "Rule", "RULES", "NAMES", "get", "check_k", "markdown_table"]
+__all__ = ["Options", "Rule", "RULES", "NAMES", "get", "check_k", "warn_k", "markdown_table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,6 +144,14 @@ def check_k(name: str, k: int, group_size: int) -> str | None:
                     "so this run trains nothing; choose k < N")
         return f"passk_k = N = {k}: {name} credits only groups with exactly one correct sample at k = N"
     return None
+
+
+def warn_k(name: str, k: int, group_size: int) -> None:
+    """`check_k` for a run being configured: k > N raises, k = N warns (`CatsimWarning`, one line
+    in the CLI)."""
+    note = check_k(name, k, group_size)
+    if note:
+        warnings.warn(note, CatsimWarning, stacklevel=4)
 
 
 def markdown_table() -> str:

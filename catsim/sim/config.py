@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 
-from catsim.errors import CatsimError, CatsimWarning
+from catsim.errors import CatsimError
 from catsim.objectives import registry
 from catsim.objectives.asymmetric import AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
@@ -230,9 +229,7 @@ class SimConfig:
             raise CatsimError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
         if self.sampler not in SAMPLERS:
             raise CatsimError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
-        note = registry.check_k(self.update.advantage, self.update.passk_k, self.group_size)  # k > N raises
-        if note:
-            warnings.warn(note, CatsimWarning, stacklevel=3)
+        registry.warn_k(self.update.advantage, self.update.passk_k, self.group_size)
 
     @property
     def method_label(self) -> str:

@@ -339,8 +339,8 @@ def advise(labels_PxN, correct_PxN, group_sizes: Sequence[int], *, rule: RareRul
                      f"(Lemma 3.1, 1 − μ̂^N − (1 − μ̂)^N; below {min_active:.0%}); the others are all {side} and "
                      f"carry no learning signal. Train the warm-up further (or take a larger N) before RL.")
     elif n_rare == 0:
-        rec_n, rec_gamma = int(ns[np.argmax(busy)]), 0.0
         k = int(np.argmax(busy))
+        rec_n, rec_gamma = int(ns[k]), 0.0
         top = int(np.nanargmax(risk_at_bound)) if np.any(np.isfinite(risk_at_bound)) else k
         reasoning = (f"None of the {mu.size} prompts showed a rare correct answer under rule {rule} in "
                      f"{n_samples} samples each. That bounds the rare mass, it does not make it zero: a correct "

@@ -5,10 +5,9 @@ one section of `RLConfig`."""
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
-from catsim.errors import CatsimError, CatsimWarning
+from catsim.errors import CatsimError
 from catsim.llm.rl.options import option
 from catsim.objectives import _validate as v
 from catsim.objectives import registry
@@ -42,12 +41,10 @@ class RareConfig:
 
     def check(self, advantage: str, group_size: int) -> None:
         """Checks that need the run's group size (`advantage`: the one the run uses): k > N is
-        refused, k = N warned about (`registry.check_k`)."""
+        refused, k = N warned about (`registry.warn_k`)."""
         if advantage == "passk_best" and group_size < 2:
             raise CatsimError("the best-sample pass@k advantage needs group_size >= 2")
-        note = registry.check_k(advantage, self.passk_k, group_size)
-        if note:
-            warnings.warn(note, CatsimWarning, stacklevel=3)
+        registry.warn_k(advantage, self.passk_k, group_size)
 
     def label(self, method_advantage: str) -> str:
         """Suffix of the run label: the override and λ when they differ from the method's."""
