@@ -90,3 +90,14 @@ def make_base_model(directory, alphabet: str = "UD>", seed: int = 0, task_spec: 
     if task_spec is not None:
         (directory / "catsim_task.json").write_text(json.dumps(task_spec))
     return directory
+
+
+def make_paths_base(directory):
+    """A random tiny model on the quick pipeline's `paths` task (catsim_task.json included): a base
+    that `catsim llm rl --base` and `catsim llm advise --model` take without --task."""
+    from catsim.experiments.llm_pipeline import PipelineConfig
+    from catsim.llm.tasks import make_task
+
+    options = dict(PipelineConfig.quick().tasks[0].options)
+    return make_base_model(directory, alphabet=make_task("paths", **options).alphabet,
+                           task_spec={"task": "paths", "config": options}, init_std=0.1)

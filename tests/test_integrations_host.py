@@ -3,6 +3,7 @@ and JAX kept on the CPU platform inside a torch trainer's process (no accelerato
 so nothing preallocated). Needs no trainer package."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -106,3 +107,103 @@ def test_a_users_jax_choice_is_left_alone():
     tunix_like = _fresh(PROBE.format(plugins=(), before="", pin=", pin_platform=False"))  # JAX-native trainers
     assert tunix_like.returncode == 0, tunix_like.stderr[-2000:]
     assert tunix_like.stdout.split(" ")[1] == "None"
+
+
+
+# --- groups of one, unscorable and infinite rewards, bad option values (issue 50) --------------
+
+@pytest.mark.parametrize("name", host.estimator_names())
+def test_a_group_of_one_gets_zero_where_the_rule_compares_samples(name):
+    # "s" holds one correct sample. ddof = 1 (verl's, TRL's, Tunix's std) used to abort the whole
+    # batch ("the sample std (ddof=1) needs a group of at least 2"); k = 1 lets pass@k take N = 1.
+    uid, r = ["s", *UID_B], np.concatenate([[1.0], R_B]).astype(np.float32)
+    options = registry.Options(k=1, ddof=1)
+    est = host.resolve(name, 0.5, options)
+    rule = registry.get(est.rule)
+    got, mu, g = host.group_advantages(r, uid, est)
+    want = 0.0  # nothing to compare the sample with
+    if rule.baseline_free:  # w_reinforce, nsr, psr score each sample alone: it keeps its value
+        want = float(focal.focal_weight(1.0, est.gamma) * rule.advantages(jnp.asarray([1.0]), options)[0])
+    assert got[0] == pytest.approx(want, abs=1e-7)
+    assert mu[0] == 1.0 and g[0] == (0.0 if est.gamma > 0 else 1.0)
+    np.testing.assert_array_equal(got[1:], host.group_advantages(R_B, UID_B, est)[0])  # the others unchanged
+
+
+def test_a_group_of_one_gets_zero_from_grpo_as_from_trls_grpo():
+    est = host.resolve("grpo", 0, registry.Options(ddof=1))
+    got, _, _ = host.group_advantages([0.0, 1.0, 1.0, 0.0, 1.0], [0, 1, 2, 2, 2], est)
+    np.testing.assert_array_equal(got[:2], [0.0, 0.0])  # TRL: (r − r)/(0 + 1e-4) = 0 (verl's grpo: r)
+    with pytest.raises(CatsimError, match="exceeds the group size N = 1"):  # k > N stays refused
+        host.group_advantages([1.0, 0.0], [0, 1], host.resolve("pkpo", 0, registry.Options(k=2)))
+
+
+@pytest.mark.parametrize("gamma", [0.0, 0.5])
+@pytest.mark.parametrize("name", host.estimator_names())
+def test_a_nan_reward_zeroes_its_group_under_every_rule_and_gamma(name, gamma):
+    # maxrl [1, NaN, 0, 0] at γ = 0 used to read the NaN as a wrong answer: [3, −1, −1, −1]
+    est = host.resolve(name, gamma, registry.Options(k=2, ddof=1))
+    four, _, _ = host.group_advantages([1.0, np.nan, 0.0, 0.0], [0, 0, 0, 0], est)
+    np.testing.assert_array_equal(four, 0.0)
+    r = R_B.copy()
+    r[1] = np.nan  # group "b"
+    b = np.array([u == "b" for u in UID_B])
+    got, mu, g = host.group_advantages(r, UID_B, est)
+    np.testing.assert_array_equal(got[b], 0.0)
+    assert np.all(np.isnan(mu[b])) and np.all(np.isnan(g[b])) and np.all(np.isfinite(got))
+    np.testing.assert_array_equal(got[~b], host.group_advantages(R_B, UID_B, est)[0][~b])
+
+
+@pytest.mark.parametrize("name", ["fgrpo", "maxrl", "mean_centred", "nsr"])
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, 1e39])
+def test_an_infinite_reward_is_refused_in_one_line(bad, name):
+    r = R_B.astype(np.float64)
+    r[4] = bad  # group "b"
+    for gamma in (0.0, 0.5):  # it used to zero its group silently (γ > 0: NaN; 0/1 rules: correct)
+        shown = "^" + re.escape(f"reward {bad:g} at position 4 of the batch (group 'b')")
+        with pytest.raises(CatsimError, match=shown) as e:
+            host.group_advantages(r, UID_B, host.resolve(name, gamma))
+        assert "\n" not in str(e.value) and "NaN for an unscorable sample" in str(e.value)
+
+
+@pytest.mark.parametrize("values, label, shown", [
+    ({"k": 2.7}, "algorithm.fgrpo.k", "2.7"),  # was read as k = 2
+    ({"ddof": 0.5}, "algorithm.fgrpo.ddof", "0.5"),  # was read as the population std
+    ({"ddof": 2}, "algorithm.fgrpo.ddof", "2"),
+    ({"gamma": True}, "algorithm.fgrpo.gamma", "True"),  # was read as γ = 1
+    ({"gamma": "abc"}, "algorithm.fgrpo.gamma", "'abc'"),  # was a bare ValueError
+    ({"gamma": None}, "algorithm.fgrpo.gamma", "None"),  # was a bare TypeError
+    ({"gamma": float("nan")}, "algorithm.fgrpo.gamma", "nan"),
+    ({"gamma": 1e39}, "algorithm.fgrpo.gamma", "1e+39"),  # inf in float32
+    ({"k": "x"}, "algorithm.fgrpo.k", "'x'"),
+    ({"k": 0}, "algorithm.fgrpo.k", "0"),
+    ({"k": 10**400}, "algorithm.fgrpo.k", "within float32"),
+    ({"eps": -1}, "algorithm.fgrpo.eps", "-1"),
+    ({"w_reinforce_lambda": -1}, "algorithm.fgrpo.w_reinforce_lambda", "-1"),
+    ({"w_reinforce_lambda": float("inf")}, "algorithm.fgrpo.w_reinforce_lambda", "inf"),
+    ({"reward_correct": [1]}, "algorithm.fgrpo.reward_correct", "[1]"),
+    ({"reward_wrong": 1.0}, "algorithm.fgrpo.reward_wrong", "(1)"),
+    (1, "algorithm.fgrpo must be a mapping", "got 1"),  # `+algorithm.fgrpo=1`: was a bare TypeError
+])
+def test_every_bad_option_value_is_one_line_naming_the_option_and_value(values, label, shown):
+    labels = {name: f"algorithm.fgrpo.{name}" for name in host.OPTION_NAMES}
+    with pytest.raises(CatsimError) as e:
+        host.options_from(values, labels=labels, where="algorithm.fgrpo")
+    message = str(e.value)
+    assert label in message and shown in message and "\n" not in message, message
+
+
+def test_typed_estimators_refuse_what_options_from_refuses():
+    gamma, options = host.options_from({"k": 4.0, "ddof": "0", "gamma": "0.25"})  # whole numbers are read
+    assert (gamma, options.k, options.ddof) == (0.25, 4, 0) and type(options.k) is int
+    for bad, match in [(registry.Options(k=2.7), "^k must be an integer >= 1, got 2.7$"),
+                       (registry.Options(k=True), "^k must be"),
+                       (registry.Options(ddof=2), "^ddof must be 0"),
+                       (registry.Options(eps=-1.0), "^eps must be a finite number >= 0"),
+                       (registry.Options(w_reinforce_lambda=-0.1), "^w_reinforce_lambda must be"),
+                       (registry.Options(reward_correct=float("inf")), "^reward_correct must be")]:
+        with pytest.raises(CatsimError, match=match):
+            host.Estimator("grpo", 0.5, bad)
+    for gamma, match in [(True, "True"), ("abc", "'abc'"), (None, "None"), (-0.5, "-0.5")]:
+        with pytest.raises(CatsimError, match=f"^gamma must be a finite number >= 0, got {match}$"):
+            host.resolve("fgrpo", gamma)
+    host.Estimator("grpo", 0.0, registry.Options(eps=0.0))  # ε = 0 is allowed: every rule guards 0/0

@@ -70,14 +70,18 @@ def _recording(base, tag):
     return Recording
 
 
-def _train(trainer_cls, config_cls=ctrl.FGRPOConfig, tmp_path=None, **options):
+def _trainer(trainer_cls, config_cls=ctrl.FGRPOConfig, tmp_path=None, reward=first_token_even, **options):
     args = config_cls(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=2, logging_steps=1,
                       save_strategy="no", per_device_train_batch_size=2 * G, num_generations=G,
                       max_completion_length=3, learning_rate=1e-2, seed=7, bf16=False, beta=0.0,
                       disable_tqdm=True, **options)
     prompts = datasets.Dataset.from_dict({"prompt": [f"w{i} w{i + 1} w{i + 2}" for i in range(3, 11)]})
-    trainer = trainer_cls(model=_model(), reward_funcs=first_token_even, args=args, train_dataset=prompts,
-                          processing_class=_tokenizer())
+    return trainer_cls(model=_model(), reward_funcs=reward, args=args, train_dataset=prompts,
+                       eval_dataset=prompts.select(range(4)), processing_class=_tokenizer())
+
+
+def _train(trainer_cls, config_cls=ctrl.FGRPOConfig, tmp_path=None, **options):
+    trainer = _trainer(trainer_cls, config_cls, tmp_path, **options)
     trainer.train()
     return trainer
 
@@ -135,3 +139,59 @@ def test_the_lazy_export_and_bad_options(tmp_path):
         ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, focal_gamma=-1.0)
     with pytest.raises(CatsimError, match="exceeds the group size"):
         ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, advantage_rule="pkpo", passk_k=9, num_generations=4)
+
+
+
+# --- construction-time checks, one generation in evaluation, unscorable completions (issue 50) --
+
+@pytest.mark.parametrize("field, value, shown", [
+    ("advantage_ddof", 2, "advantage_ddof must be 0 (population std) or 1 (sample std), got 2"),
+    ("advantage_eps", -1.0, "advantage_eps must be a finite number >= 0, got -1.0"),
+    ("w_reinforce_lambda", -1.0, "w_reinforce_lambda must be a finite number >= 0, got -1.0"),
+    ("passk_k", 2.7, "passk_k must be an integer >= 1, got 2.7"),
+    ("focal_gamma", True, "focal_gamma must be a finite number >= 0, got True"),
+    ("focal_gamma", 1e39, "focal_gamma must be a finite number >= 0 within float32"),
+    ("reward_wrong", 1.0, "reward_correct (1) must exceed reward_wrong (1)"),
+    ("num_generations_eval", 1, "num_generations_eval = 1: passk_k = 2 exceeds the group size N = 1"),
+])
+def test_the_config_refuses_bad_values_at_construction(tmp_path, field, value, shown):
+    # advantage_ddof=2, advantage_eps=-1 and w_reinforce_lambda=-1 used to fail at the first step,
+    # after the model was loaded and completions generated
+    with pytest.raises(CatsimError) as e:
+        ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=G,
+                         **({"advantage_rule": "pkpo", "passk_k": 2} | {field: value}))
+    assert str(e.value).startswith(shown) and "\n" not in str(e.value), str(e.value)
+
+
+def test_one_generation_per_prompt_in_evaluation_gets_zero(tmp_path):
+    # a group of one used to abort the first evaluation (the sample std needs N >= 2); TRL's own
+    # GRPO gives it (r − r)/(0 + 1e-4) = 0, and so does every catsim rule that compares samples
+    plain, focal_cls = _plain_and_focal()
+    for rule in ("grpo", "maxrl"):
+        trainer = _trainer(focal_cls, tmp_path=tmp_path / rule, advantage_rule=rule, num_generations_eval=1,
+                           per_device_eval_batch_size=4)
+        metrics = trainer.evaluate()
+        assert "eval_loss" in metrics and len(trainer.seen["used"]) >= 1
+        for used in trainer.seen["used"]:
+            torch.testing.assert_close(used, torch.zeros_like(used))
+        assert all(torch.equal(a, torch.zeros_like(a)) for a in trainer.seen["trl"])  # TRL's own: 0 too
+
+
+def sometimes_unscorable(completion_ids, **kwargs):
+    """`first_token_even`, but the batch's first completion is unscorable (None)."""
+    return [None, *first_token_even(completion_ids[1:])]
+
+
+def test_an_unscorable_completion_zeroes_its_group_at_gamma_zero(tmp_path):
+    # a 0/1 rule at γ = 0 used to read the unscorable completion as a wrong answer
+    _, cls = _plain_and_focal()
+    trainer = _trainer(cls, tmp_path=tmp_path, reward=sometimes_unscorable, advantage_rule="maxrl",
+                       focal_gamma=0.0)
+    trainer.train()
+    rule, options = registry.get("maxrl"), registry.Options(eps=1e-6, ddof=1)
+    for r_B, a_used in zip(trainer.seen["rewards"], trainer.seen["used"]):
+        r_GxN, a_GxN = r_B[:, 0].view(-1, G).numpy(), a_used.view(-1, G).numpy()
+        assert np.isnan(r_GxN[0, 0])
+        np.testing.assert_array_equal(a_GxN[0], 0.0)
+        for r_N, a_N in zip(r_GxN[1:], a_GxN[1:]):
+            np.testing.assert_allclose(a_N, np.asarray(rule.advantages(jnp.asarray(r_N), options)), rtol=1e-6)

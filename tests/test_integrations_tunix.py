@@ -63,3 +63,64 @@ def test_custom_options_registration_is_idempotent_and_checked():
 def test_tunix_grpo_config_accepts_the_name():
     config = grpo_learner.GRPOConfig(advantage_estimator="fgrpo", num_generations=N)
     assert function_registry.get_advantage_estimator(config.advantage_estimator).catsim_estimator.rule == "grpo"
+
+
+# --- Tunix's own names, groups of one, unscorable rewards, bad option values (issue 50) --------
+
+@pytest.mark.parametrize("own", ["grpo", "rloo", "drgrpo"])
+def test_tunixs_own_estimators_are_never_replaced(own):
+    before = function_registry.get_advantage_estimator(own)
+    assert not hasattr(before, "catsim_estimator") and own not in ctunix.NAMES
+    with pytest.raises(CatsimError, match=f"'{own}' is Tunix's own, and catsim does not replace it.*catsim-{own}"):
+        ctunix.register(own, "fgrpo", gamma=0.0)  # used to overwrite Tunix's grpo
+    with pytest.raises(CatsimError, match="Tunix's own"):
+        ctunix.register(own)
+    assert function_registry.get_advantage_estimator(own) is before
+    assert function_registry.get_advantage_estimator("grpo") is algo_core.compute_advantages
+    name = ctunix.register(f"catsim-{own}", "grpo", gamma=0.0)  # catsim's grpo under its own name
+    got = function_registry.get_advantage_estimator(name)(rewards=REWARDS_B, num_generations=N)
+    np.testing.assert_allclose(got, algo_core.compute_advantages(REWARDS_B, N), rtol=1e-5, atol=1e-6)
+
+
+def test_another_librarys_estimator_is_never_replaced():
+    def mine(rewards, num_generations):
+        return rewards
+
+    function_registry.register_advantage_estimator("mine-fgrpo")(mine)
+    with pytest.raises(CatsimError, match="'mine-fgrpo' is registered by .*catsim does not replace it"):
+        ctunix.register("mine-fgrpo", "fgrpo")
+    assert function_registry.get_advantage_estimator("mine-fgrpo") is mine
+
+
+def test_a_group_of_one_gets_zero():
+    rewards = np.array([1.0, 0.0, 1.0], np.float32)  # used to abort: the sample std needs N >= 2
+    for name in ("fgrpo", "maxrl", "f-passk_best"):
+        got = function_registry.get_advantage_estimator(name)(rewards=rewards, num_generations=1)
+        np.testing.assert_array_equal(got, 0.0)
+
+
+def test_a_nan_reward_zeroes_its_group():
+    rewards = REWARDS_B.copy()
+    rewards[1] = np.nan  # maxrl [1, NaN, 0, 0] at γ = 0 used to give [3, −1, −1, −1]
+    got = function_registry.get_advantage_estimator("maxrl")(rewards=rewards, num_generations=N)
+    np.testing.assert_array_equal(got[:N], 0.0)
+    np.testing.assert_allclose(got[N:], _reference("maxrl")[N:], rtol=1e-6, atol=1e-7)
+    rewards[1] = np.inf
+    with pytest.raises(CatsimError, match="reward inf at position 1"):
+        function_registry.get_advantage_estimator("maxrl")(rewards=rewards, num_generations=N)
+
+
+@pytest.mark.parametrize("options, shown", [
+    ({"k": 2.7}, "k must be an integer >= 1, got 2.7"),  # was read as k = 2
+    ({"ddof": 0.5}, "ddof must be 0 (population std) or 1 (sample std), got 0.5"),  # was population std
+    ({"gamma": True}, "gamma must be a finite number >= 0, got True"),
+    ({"gamma": "abc"}, "gamma must be a finite number >= 0, got 'abc'"),
+    ({"eps": -1.0}, "eps must be a finite number >= 0, got -1.0"),
+    ({"w_reinforce_lambda": -1.0}, "w_reinforce_lambda must be a finite number >= 0, got -1.0"),
+])
+def test_bad_option_values_are_refused_at_registration(options, shown):
+    with pytest.raises(CatsimError) as e:
+        ctunix.register("bad-options", "f-pkpo", **options)
+    assert str(e.value).startswith(shown), str(e.value)
+    with pytest.raises(LookupError):
+        function_registry.get_advantage_estimator("bad-options")

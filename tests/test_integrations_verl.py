@@ -176,3 +176,56 @@ def test_a_failed_plugin_import_is_logged_at_warning(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[0] == "False"
     assert "WARNING" in out.stderr and "catsim: the verl plug-in did not load" in out.stderr, out.stderr[-2000:]
+
+
+# --- groups of one, unscorable and infinite scores, bad option values (issue 50) ---------------
+
+def test_a_group_of_one_gets_zero_where_verls_grpo_gives_its_reward():
+    uid = np.concatenate([UID_B, ["solo"]]).astype(object)
+    scores = np.concatenate([SCORE_B, [1.0]]).astype(np.float32)
+    batch = _batch(scores, uid)  # used to abort: "the sample std (ddof=1) needs a group of at least 2"
+    got, mask = _advantage("fgrpo", {"fgrpo": {"gamma": 0.0}}, batch)
+    np.testing.assert_array_equal(got[-1], 0.0)
+    grpo = ray_trainer.compute_advantage(_batch(scores, uid), adv_estimator="grpo",
+                                         config=OmegaConf.create({"adv_estimator": "grpo"})).batch["advantages"].numpy()
+    assert grpo[-1].max() == pytest.approx(1.0)  # verl's own grpo: the reward itself (the documented difference)
+    np.testing.assert_allclose(got[:-1], grpo[:-1], rtol=1e-5, atol=1e-6)
+    for name in ("maxrl", "f-passk_best", "mean_centred"):
+        np.testing.assert_array_equal(_advantage(name, {"fgrpo": {"gamma": 0.5}}, _batch(scores, uid))[0][-1], 0.0)
+
+
+@pytest.mark.parametrize("name", ["maxrl", "fgrpo", "pkpo", "w_reinforce"])
+def test_a_nan_score_zeroes_its_group_at_gamma_zero(name):
+    scores = SCORE_B.copy()
+    scores[1] = np.nan  # uid "b"; maxrl [1, NaN, 0, 0] at γ = 0 used to give [3, −1, −1, −1]
+    got, _ = _advantage(name, {"fgrpo": {"gamma": 0.0, "k": 2}}, _batch(scores))
+    b = UID_B == "b"
+    np.testing.assert_array_equal(got[b], 0.0)
+    clean, _ = _advantage(name, {"fgrpo": {"gamma": 0.0, "k": 2}})
+    np.testing.assert_array_equal(got[~b], clean[~b])
+
+
+def test_an_infinite_score_is_refused():
+    scores = SCORE_B.copy()
+    scores[4] = np.inf  # used to zero uid "b" silently
+    with pytest.raises(CatsimError, match="reward inf at position 4 .*group 'b'"):
+        _advantage("maxrl", {"fgrpo": {"gamma": 0.5}}, _batch(scores))
+
+
+@pytest.mark.parametrize("block, shown", [
+    ({"k": 2.7}, "algorithm.fgrpo.k must be an integer >= 1, got 2.7"),  # was read as k = 2
+    ({"ddof": 0.5}, "algorithm.fgrpo.ddof must be 0 (population std) or 1 (sample std), got 0.5"),
+    ({"ddof": 2}, "algorithm.fgrpo.ddof must be 0"),
+    ({"gamma": True}, "algorithm.fgrpo.gamma must be a finite number >= 0, got True"),  # was γ = 1
+    ({"gamma": "abc"}, "algorithm.fgrpo.gamma must be a finite number >= 0, got 'abc'"),
+    ({"gamma": None}, "algorithm.fgrpo.gamma must be a finite number >= 0, got None"),
+    ({"k": "x"}, "algorithm.fgrpo.k must be an integer >= 1, got 'x'"),
+    ({"eps": -1}, "algorithm.fgrpo.eps must be a finite number >= 0, got -1"),
+    ({"w_reinforce_lambda": -1}, "algorithm.fgrpo.w_reinforce_lambda must be a finite number >= 0, got -1"),
+    (1, "algorithm.fgrpo must be a mapping of catsim options"),  # `+algorithm.fgrpo=1`
+])
+def test_bad_option_values_are_one_line_errors_naming_the_option(block, shown):
+    # Hydra's command line gives these types: `+algorithm.fgrpo.gamma=true` is a bool, `=null` None
+    with pytest.raises(CatsimError) as e:
+        _advantage("pkpo", {"fgrpo": block})
+    assert str(e.value).startswith(shown) and "\n" not in str(e.value), str(e.value)

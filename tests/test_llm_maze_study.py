@@ -98,3 +98,70 @@ def test_bad_input_is_one_line(argv, message, tmp_path, capsys, monkeypatch):
 def test_report_from_results(tmp_path, capsys):
     assert main(["llm", "maze-study", "--out", str(tmp_path / "none"), "--report", str(tmp_path / "r")]) == 2
     assert "not found" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def doubled(tmp_path_factory):
+    """The tiny study run by a command that names one γ and one N twice (issue 50, defect 4)."""
+    out = tmp_path_factory.mktemp("doubled") / "study"
+    rc = main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--gammas", "0.5,0.5",
+               "--group-sizes", "2,2", "--quiet"])
+    return rc, out
+
+
+def test_a_value_given_twice_is_one_run(doubled, capsys):
+    """`--gammas 0.5,0.5` / `--group-sizes 2,2` count once, as in `catsim simulate`: one GRPO and one
+    F-GRPO run, one test per k, the study's settings those of `--preset tiny` (so it resumes with or
+    without the repeat)."""
+    rc, out = doubled
+    assert rc == 0
+    results = json.loads((out / "results.json").read_text())
+    assert [(r["method"], r["group_size"], r["gamma"]) for r in results["runs"]] == [("grpo", 2, 0.0), ("f-grpo", 2, 0.5)]
+    assert [(t["group_size"], t["gamma"], t["k"]) for t in results["tests"]] == [(2, 0.5, 1), (2, 0.5, 2), (2, 0.5, 4)]
+    assert len(results["changes"]) == 2 * 3 and len(results["summary"]) == 2
+    tiny = json.loads(json.dumps(dataclasses.asdict(maze_presets.tiny())))
+    assert json.loads((out / "study.json").read_text())["preset"] == results["preset"] == tiny
+    capsys.readouterr()
+    for argv in (["--gammas", "0.5,0.5"], ["--group-sizes", "2,2"], []):  # read back, not refused or rerun
+        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", *argv]) == 0
+        assert len(json.loads((out / "results.json").read_text())["runs"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    with pytest.raises(Exception, match="one N two seed counts"):  # the library: an N named twice, ambiguously
+        dataclasses.replace(maze_presets.tiny(), plan=((2, 1), (2, 2)))
+
+
+def _damaged_results(good: dict, how: str):
+    bad = json.loads(json.dumps(good))
+    if how == "interval":
+        bad["tests"][0]["interval"] = None
+    elif how == "summary":
+        bad["summary"] = [{}]
+    elif how == "run":
+        bad["runs"] = bad["runs"][:1]
+    return bad
+
+
+@pytest.mark.parametrize("how", ["{}", "[]", "3", "interval", "summary", "run"])
+def test_report_of_a_results_file_of_the_wrong_shape_is_one_line(how, doubled, tmp_path, capsys):
+    """`--report` on a results.json that is not the study's (issue 50, defect 7): one line naming the
+    file, exit 2, and no report folder left behind."""
+    good = json.loads((doubled[1] / "results.json").read_text())
+    study = tmp_path / "study"
+    study.mkdir()
+    text = how if how[0] in "{[3" else json.dumps(_damaged_results(good, how))
+    (study / "results.json").write_text(text)
+    capsys.readouterr()
+    assert main(["llm", "maze-study", "--out", str(study), "--report", str(tmp_path / "r" / "report")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(study / "results.json") in err and "not a maze-study results file" in err
+    assert "\n" not in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["results.json", "study"]
+
+
+def test_report_moves_in_once_made(doubled, tmp_path, capsys):
+    """A good results.json: the report's files land in the folder, and no staging folder stays."""
+    report = tmp_path / "a" / "report"
+    assert main(["llm", "maze-study", "--out", str(doubled[1]), "--report", str(report)]) == 0
+    assert sorted(p.name for p in report.iterdir()) == sorted([*FIGURES, "report.md", "results.json"])
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.name.startswith(".")) == []
+    assert f"report: {report / 'report.md'}" in capsys.readouterr().out

@@ -12,6 +12,7 @@ import pytest
 
 from catsim.cli.main import main
 from catsim.experiments import maze_presets
+from catsim.experiments import maze_study as study_module
 from catsim.experiments.maze_study import run_study
 
 GITIGNORE = Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu" / ".gitignore"
@@ -91,7 +92,8 @@ def test_damaged_warm_up_is_refused_in_one_line(tmp_path, capsys):
     capsys.readouterr()
     assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "warm-up model not usable" in err and "delete" in err and "\n" not in err and "Traceback" not in err
+    assert "warm-up model not usable" in err and "\n" not in err and "Traceback" not in err
+    assert f"move {out / 's0'} aside" in err and "delete" not in err  # the advice keeps the seed's results
 
 
 @pytest.mark.parametrize("text", ["", "{", '{"preset": 3}'])
@@ -103,3 +105,92 @@ def test_damaged_study_file_is_rewritten(tmp_path, text):
     run_study(out, maze_presets.tiny(), max_runs=1, progress=False, say=said.append)
     assert json.loads((out / "study.json").read_text())["preset"]["name"] == "tiny"
     assert any("study.json" in s and "recomputing it" in s for s in said)
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished tiny study (copy it before changing it)."""
+    out = tmp_path_factory.mktemp("finished") / "study"
+    run_study(out, maze_presets.tiny(), **QUIET)
+    return out
+
+
+def _files(root: Path) -> dict:
+    """Every path under `root` with its size and modification time (a write changes one)."""
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def _tiny(out: Path, *argv) -> list[str]:
+    return ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", *argv]
+
+
+@pytest.mark.parametrize("keep_results", [True, False])
+def test_another_preset_is_refused_before_anything_is_written(finished, keep_results, tmp_path, capsys):
+    """Issue 50, defect 5: with study.json gone, `--preset cpu` on a tiny study is refused in one line
+    (from its results.json, or else its warm-up's settings), writes nothing — `--preset tiny` then
+    still resumes it — and advises no deletion."""
+    out = tmp_path / "study"
+    shutil.copytree(finished, out)
+    (out / "study.json").unlink()
+    if not keep_results:
+        (out / "results.json").unlink()
+    before = _files(out)
+    capsys.readouterr()
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "cpu", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "study.json is missing" in err and "\n" not in err and "Traceback" not in err
+    assert ("'tiny'" if keep_results else "(those of --preset tiny)") in err
+    assert "delete" not in err and "rerun with the options it was made with" in err
+    assert _files(out) == before
+    assert main(_tiny(out)) == 0
+    assert json.loads((out / "study.json").read_text())["preset"]["name"] == "tiny"
+    assert (out / "s0" / "grpo-N2" / "eval.json").stat().st_mtime_ns == before["s0/grpo-N2/eval.json"][1]
+
+
+def test_a_moved_study_recomputes_a_damaged_run(finished, tmp_path, capsys):
+    """Issue 50, defect 6: the RL runs are fingerprinted by their warm-up's content, not its path, so
+    a study copied elsewhere resumes a run whose eval.json is damaged from its saved state (no step is
+    rerun) to the same numbers."""
+    out = tmp_path / "elsewhere" / "study"
+    shutil.copytree(finished, out)
+    run = out / "s0" / "grpo-N2"
+    log = (run / "rl_log.jsonl").read_text()
+    (run / "eval.json").write_text("{")
+    capsys.readouterr()
+    assert main(_tiny(out)) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert (run / "rl_log.jsonl").read_text() == log  # resumed at its last step: nothing retrained
+    now, then = (json.loads((d / "results.json").read_text()) for d in (out, finished))
+    assert _numbers(now) == _numbers(then)
+
+
+def test_a_state_fingerprinted_by_path_resumes_in_place_and_is_named_when_moved(finished, tmp_path, capsys):
+    """A run state saved by the earlier catsim (base fingerprinted by its path) still resumes where it
+    was made; moved, it is refused in one line that names only what exists — deleting the state, which
+    then reruns the run to the same numbers."""
+    from catsim.llm.rl import run_rl
+
+    sp = maze_presets.tiny()
+    out = tmp_path / "study"
+    shutil.copytree(finished, out)
+    run = out / "s0" / "grpo-N2"
+    task = study_module._task(sp)
+    cfg = study_module._rl_config(sp, "grpo", 2, 0.0, 0, task.max_answer_chars + 1)
+    run_rl(out / "s0" / "base", run, cfg, overwrite=True, progress=False)  # no base_id: the path
+    (run / "eval.json").write_text("{")
+    capsys.readouterr()
+    assert main(_tiny(out)) == 0  # in place: the old fingerprint is accepted
+    moved = tmp_path / "moved"
+    out.rename(moved)
+    run = moved / "s0" / "grpo-N2"
+    (run / "eval.json").write_text("{")
+    before = _files(moved)
+    capsys.readouterr()
+    assert main(_tiny(moved)) == 2
+    err = capsys.readouterr().err.strip()
+    assert str(run / "rl_state") in err and "--overwrite" not in err and "\n" not in err and "Traceback" not in err
+    assert _files(moved) == before
+    shutil.rmtree(run / "rl_state")  # the advice
+    assert main(_tiny(moved)) == 0
+    assert _numbers(json.loads((moved / "results.json").read_text())) == \
+        _numbers(json.loads((finished / "results.json").read_text()))

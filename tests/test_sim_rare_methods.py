@@ -119,8 +119,10 @@ def test_k_above_n_is_refused_and_k_equal_n_warned(rule, capsys):
     assert main(["simulate", "--n", "4", "--steps", "2", "--advantage", rule, "--passk-k", "16"]) == 2
     err = capsys.readouterr().err.strip()
     assert "exceeds the group size N = 4" in err and "\n" not in err
-    with pytest.raises(CatsimError, match="exceeds"):
-        C.SimConfig(update=C.UpdateConfig(advantage=rule, passk_k=5), group_size=4)
+    from catsim.sim.sweep import simulate
+
+    with pytest.raises(CatsimError, match="exceeds"):  # a config is a template: its run checks k
+        simulate(C.SimConfig(update=C.UpdateConfig(advantage=rule, passk_k=5), group_size=4, steps=1))
     assert main(["simulate", "--n", "4", "--steps", "2", "--advantage", rule, "--passk-k", "4"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "warning: passk_k = N = 4" in err[0]

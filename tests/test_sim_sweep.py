@@ -100,7 +100,7 @@ def test_cli_simulate_json(capsys):
     (["--num-actions", "10", "--num-correct", "10"], "smaller than num_actions"),
     (["--n", "0"], "group sizes must lie in [1, 2^30]"),
     (["--lr", "-0.1"], "learning_rate must be > 0"),
-    (["--gamma", "-1"], "values must be >= 0"),
+    (["--gamma", "-1"], "values must be finite numbers >= 0"),
 ])
 def test_cli_bad_input_one_line(capsys, argv, match):
     assert main(["simulate", *argv]) == 2

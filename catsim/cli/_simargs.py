@@ -11,7 +11,8 @@ import dataclasses
 
 from catsim.cli.args import parse_float_list, parse_int_list
 from catsim.errors import CatsimError
-from catsim.objectives import focal
+from catsim.objectives import focal, registry
+from catsim.objectives._validate import finite32
 from catsim.objectives.asymmetric import KL_DIRECTIONS, NEGATIVE_READINGS, AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
 from catsim.sim import config as C
@@ -158,8 +159,9 @@ def _asymmetric_overrides(args) -> dict:
     return upd
 
 
-def config_from_args(args) -> C.SimConfig:
-    """The scenario with every given override applied (validated: CatsimError on bad values).
+def config_from_args(args, sizes=None) -> C.SimConfig:
+    """The scenario with every given override applied (validated: CatsimError on bad values; with
+    the run's group sizes `sizes`, the pass@k rules' k > N refused for every N before any work).
 
     `--low-lr-gamma` is not part of it: pass `low_lr_gammas(args)` to simulate / sweep."""
     base = C.scenario(args.scenario)
@@ -180,6 +182,8 @@ def config_from_args(args) -> C.SimConfig:
         if getattr(args, name) is not None:
             top[name] = getattr(args, name)
     update = dataclasses.replace(base.update, **upd)
+    for n in sorted(set(sizes or ())):  # k > N refused here; k = N warned by the run, once per N
+        registry.check_k(update.advantage, update.passk_k, n)
     cfg = dataclasses.replace(base, policy=dataclasses.replace(base.policy, **pol), update=update, **top)
     if custom:  # a modified scenario gets a label that says so
         cfg = dataclasses.replace(cfg, method=f"{args.scenario}+{update.label}")
@@ -208,6 +212,6 @@ def group_sizes(text: str) -> list[int]:
 
 def gammas(text: str) -> list[float]:
     values = parse_float_list(text, "--gamma")
-    if any(g < 0 for g in values):
-        raise CatsimError(f"--gamma: values must be >= 0, got {text!r}")
+    if any(not (finite32(g) and g >= 0) for g in values):  # float32: 1e39 would be inf
+        raise CatsimError(f"--gamma: values must be finite numbers >= 0, got {text!r}")
     return values

@@ -23,10 +23,10 @@ def run(args) -> int:
     if args.low_lr_gamma is not None or args.figure_name is not None or args.log_to:
         raise CatsimError("--study horizons takes neither --low-lr-gamma, --figure-name nor --log-to "
                           "(it writes mret_heatmap.png and half_loss.png)")
-    cfg = config_from_args(args)
+    sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
+    cfg = config_from_args(args, sizes)
     if args.steps is None:
         cfg = dataclasses.replace(cfg, steps=HORIZON_STEPS)  # validates steps % log_every
-    sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
     gamma_values = gammas(args.gamma)
     if args.shard:
         use_cpu_cores(args.cpu_devices)

@@ -54,7 +54,8 @@ def run(args) -> int:
     from catsim.sim.engine import use_cpu_cores
     from catsim.sim.sweep import learning_rate_for, low_lr_variants, simulate
 
-    cfg = config_from_args(args)
+    sizes, gamma_values = group_sizes(args.n), gammas(args.gamma)
+    cfg = config_from_args(args, sizes)
     progress = show_progress(args.progress)
     if args.save:
         from catsim.cli.main import check_output_path
@@ -65,7 +66,6 @@ def run(args) -> int:
         cfg = dataclasses.replace(
             cfg, log_every=math.gcd(cfg.steps, 100) if progress else cfg.steps)
     controls = low_lr_gammas(args)
-    sizes, gamma_values = group_sizes(args.n), gammas(args.gamma)
     if args.seeds is not None and args.seeds < 1:
         raise CatsimError(f"--seeds must be >= 1, got {args.seeds}")
     if args.seeds is None and args.seed < 0:

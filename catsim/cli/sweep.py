@@ -84,9 +84,11 @@ def run(args) -> int:
     if part is not None and args.distributed:
         raise CatsimError("--part is for runs without a coordinator; with --distributed every "
                           "process computes its share of the cells")
-    cfg = config_from_args(args)
-    controls = low_lr_gammas(args)
     sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
+    if args.study == "methods":
+        _check_methods_options(args)
+    cfg = config_from_args(args, sizes)
+    controls = low_lr_gammas(args)
     gamma_values = gammas(args.gamma)
     initialize_from_args(args)  # joins the job when --distributed, before JAX's first operation
     if args.shard:
@@ -127,6 +129,20 @@ def run(args) -> int:
     say(f"results: {done.results_path}   figure: {', '.join(map(str, done.figures))}   "
         f"wall time: {done.seconds:.1f} s")
     return 0
+
+
+def _check_methods_options(args) -> None:
+    """`--study methods` defines each row's rule itself: refuse the options that would change them
+    (one line naming them), before any work."""
+    from catsim.errors import CatsimError
+    from catsim.experiments.methods import ROW_FIELDS
+
+    given = [f"--{f.replace('_', '-')}" for f in ROW_FIELDS
+             if f != "gamma" and getattr(args, f, None) not in (None, False)]  # --gamma: ignored (help)
+    given += ["--gamma-schedule"] * (args.gamma_schedule != "constant") + ["--update"] * (args.update != "standard")
+    if given:
+        raise CatsimError(f"--study methods runs every rule under its own label and sets {', '.join(given)} "
+                          f"per row itself; leave {'it' if len(given) == 1 else 'them'} out")
 
 
 def _join_sweep(cfg, sizes, gamma_values, seeds, controls):

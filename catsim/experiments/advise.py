@@ -34,7 +34,7 @@ def answer_labels(task, prompts, texts_PxN) -> np.ndarray:
 
 def sample_answers(model_dir, *, task_name: str | None = None, task_options: dict | None = None,
                    split: str = "train", n_prompts: int = 64, n: int = 64, seed: int = 0,
-                   max_new_tokens: int = 0, batch_size: int = 256, data_seed: int | None = None):
+                   max_new_tokens: int | None = None, batch_size: int = 256, data_seed: int | None = None):
     """Sample `n` completions of the first `n_prompts` prompts of `split` of the model's task (its
     task file; `task_name`/`task_options` override it): (labels [P, n], correct [P, n] bool, prompts, task)."""
     from catsim.llm.evaluate import eval_prompts, load_policy, sample
@@ -44,6 +44,9 @@ def sample_answers(model_dir, *, task_name: str | None = None, task_options: dic
     prompts = eval_prompts(task, split, seed_of_split, n_prompts)
     if not prompts:
         raise CatsimError(f"task {task.name!r} has no {split} prompts")
+    if max_new_tokens is not None and not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
+        raise CatsimError(f"max_new_tokens must be an integer >= 1 (None: the task's longest answer + 1), "
+                          f"got {max_new_tokens!r}")
     cap = getattr(task, "max_answer_chars", None)
     max_new = max_new_tokens or ((cap + 1) if cap else 64)
     policy = load_policy(model_dir)
@@ -54,7 +57,7 @@ def sample_answers(model_dir, *, task_name: str | None = None, task_options: dic
 
 def advise_model(model_dir, *, group_sizes, n: int = 64, n_prompts: int = 64, split: str = "train",
                  rule: planning.RareRule | None = None, n_boot: int = 200, seed: int = 0,
-                 target_risk: float = 0.1, max_new_tokens: int = 0, batch_size: int = 256,
+                 target_risk: float = 0.1, max_new_tokens: int | None = None, batch_size: int = 256,
                  task_name: str | None = None, task_options: dict | None = None):
     """Sample, estimate and advise: (planning.Advice, meta dict with the task and prompt indices)."""
     if not Path(model_dir).is_dir():

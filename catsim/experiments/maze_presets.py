@@ -58,8 +58,12 @@ class StudyPreset:
     def __post_init__(self) -> None:
         if not self.plan or any(len(p) != 2 or int(p[0]) < 2 or int(p[1]) < 1 for p in self.plan):
             raise CatsimError(f"study plan must be (N >= 2, seeds >= 1) pairs, got {self.plan!r}")
-        object.__setattr__(self, "plan", tuple((int(n), int(s)) for n, s in self.plan))
-        object.__setattr__(self, "gammas", tuple(float(g) for g in self.gammas))
+        # a value given twice is one run, as in `catsim simulate` (first-seen order kept)
+        plan = tuple(dict.fromkeys((int(n), int(s)) for n, s in self.plan))
+        if len({n for n, _ in plan}) != len(plan):
+            raise CatsimError(f"study plan gives one N two seed counts: {list(plan)}")
+        object.__setattr__(self, "plan", plan)
+        object.__setattr__(self, "gammas", tuple(dict.fromkeys(float(g) for g in self.gammas)))
         object.__setattr__(self, "ks", tuple(int(k) for k in self.ks))
         if any(not g > 0 for g in self.gammas):
             raise CatsimError(f"gammas must be > 0 (γ = 0 is GRPO, which always runs), got {list(self.gammas)}")
@@ -70,8 +74,9 @@ class StudyPreset:
                 raise CatsimError(f"study {name} must be a positive integer, got {value!r}")
         if self.test_m > self.eval_n:
             raise CatsimError(f"test m ({self.test_m}) must be <= eval n ({self.eval_n})")
-        if any(not 1 <= k <= self.eval_n for k in self.ks):
-            raise CatsimError(f"every k must be in [1, eval n = {self.eval_n}], got {list(self.ks)}")
+        if any(not 1 <= k <= self.eval_n for k in self.ks) or 1 not in self.ks:
+            raise CatsimError(f"every k must be in [1, eval n = {self.eval_n}] and k = 1 among them (the "
+                              f"report's pass@1), got {list(self.ks)}")
         for n, _ in self.plan:
             self.prompts(n)
 
@@ -88,14 +93,19 @@ class StudyPreset:
         p = self.prompts(group_size)
         return 1 if not self.mini_batch_prompts or p % self.mini_batch_prompts else p // self.mini_batch_prompts
 
+    def snapshot_every(self) -> int:
+        """RL steps between the policy snapshots that the pass@k-against-step curve evaluates."""
+        return max(1, self.rl_steps // self.checkpoints)
+
     def with_overrides(self, *, seeds: int | None = None, group_sizes=None, gammas=None) -> StudyPreset:
-        """The CLI's --seeds K (every N gets K seeds), --group-sizes and --gammas."""
+        """The CLI's --seeds K (every N gets K seeds), --group-sizes and --gammas (a value given
+        twice counts once)."""
         plan = self.plan
         if group_sizes is not None:
             if not group_sizes:
                 raise CatsimError("--group-sizes: empty list")
             known = dict(plan)
-            plan = tuple((int(n), known.get(int(n), 1)) for n in group_sizes)
+            plan = tuple((n, known.get(n, 1)) for n in dict.fromkeys(int(n) for n in group_sizes))
         if seeds is not None:
             if isinstance(seeds, bool) or int(seeds) < 1:
                 raise CatsimError(f"--seeds must be >= 1, got {seeds}")
@@ -106,6 +116,21 @@ class StudyPreset:
                 raise CatsimError("--gammas: empty list")
             changes["gammas"] = tuple(gammas)
         return dataclasses.replace(self, **changes)
+
+
+def run_names(sp: StudyPreset) -> list[tuple[str, int, float, int]]:
+    """Every RL run of the study as (method, N, γ, seed), seeds outermost: GRPO (γ = 0) then F-GRPO
+    at every γ, for every N of the plan."""
+    out = []
+    for seed in range(max(s for _, s in sp.plan)):
+        for n, seeds in sp.plan:
+            if seed < seeds:
+                out += [("grpo", n, 0.0, seed)] + [("f-grpo", n, g, seed) for g in sp.gammas]
+    return out
+
+
+def run_label(method: str, n: int, gamma: float) -> str:
+    return f"{method}-N{n}" + (f"-g{gamma:g}" if method != "grpo" else "")
 
 
 def paper() -> StudyPreset:

@@ -9,6 +9,9 @@ from results.json alone.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -261,16 +264,31 @@ def regime_lines(results: dict) -> list[str]:
 
 def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | None = None) -> Path:
     """report.md, the figures and results.json in `out_dir`; returns the path of report.md.
-    `study_dir`: the study directory, named in the report's commands."""
+    `study_dir`: the study directory, named in the report's commands. The files are made in a
+    temporary folder and moved into `out_dir` once all are made: a failure leaves nothing behind."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    plots.plot_passk(results, out / FIGURES[0])
+    anchor = next(p for p in (out, *out.parents) if p.exists())  # on the same file system as `out`
+    stage = Path(tempfile.mkdtemp(prefix=".maze-report-", dir=anchor))
+    try:
+        _write_files(results, stage, out_dir, study_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for f in sorted(stage.iterdir()):
+            os.replace(f, out / f.name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return out / "report.md"
+
+
+def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str | Path | None) -> None:
+    """write_report's files, made in `stage`."""
+    out = Path(out_dir)
+    plots.plot_passk(results, stage / FIGURES[0])
     ks = [k for k in (1, 8, 64) if all(str(k) in c["pass_at_k"] for r in results["runs"] for c in r["curve"])]
-    plots.plot_passk_vs_step(results, out / FIGURES[1], ks=ks or (1,))
-    plots.plot_solution_mass(results, out / FIGURES[2])
-    plots.plot_pvalues(results, out / FIGURES[3])
+    plots.plot_passk_vs_step(results, stage / FIGURES[1], ks=ks or (1,))
+    plots.plot_solution_mass(results, stage / FIGURES[2])
+    plots.plot_pvalues(results, stage / FIGURES[3])
     if study_dir is None or Path(study_dir).resolve() != out.resolve():
-        write_text(out / "results.json", json.dumps(results, indent=1) + "\n")
+        write_text(stage / "results.json", json.dumps(results, indent=1) + "\n")
     p = results["preset"]
     prov = results.get("provenance", {})
     study = study_dir if study_dir is not None else "STUDY_DIR"
@@ -296,4 +314,4 @@ def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | 
              if rl else ""),
             f"Provenance: commit {prov.get('git_commit', '?')}, {prov.get('cpu_model', '?')}, "
             f"{prov.get('cpu_count', '?')} CPUs, jax {prov.get('jax_version', '?')}."]
-    return write_text(out / "report.md", "\n".join(text) + "\n")
+    write_text(stage / "report.md", "\n".join(text) + "\n")

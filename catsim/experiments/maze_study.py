@@ -34,39 +34,27 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments import provenance
+from catsim.experiments import maze_presets, provenance
 from catsim.experiments.agreement import read_json
-from catsim.experiments.maze_pieces import eval_problem, read_piece, run_problem
-from catsim.experiments.maze_presets import StudyPreset
+from catsim.experiments.maze_pieces import (
+    base_identity,
+    eval_problem,
+    read_piece,
+    results_problem,
+    rl_base_id,
+    run_problem,
+)
+from catsim.experiments.maze_presets import StudyPreset, run_label, run_names
 from catsim.files import write_text
 
 STUDY_FILE = "study.json"
 RESULTS_FILE = "results.json"
 
 
-def run_names(sp: StudyPreset) -> list[tuple[str, int, float, int]]:
-    """Every RL run of the study as (method, N, γ, seed), seeds outermost: GRPO (γ = 0) then F-GRPO
-    at every γ, for every N of the plan."""
-    out = []
-    for seed in range(max(s for _, s in sp.plan)):
-        for n, seeds in sp.plan:
-            if seed < seeds:
-                out += [("grpo", n, 0.0, seed)] + [("f-grpo", n, g, seed) for g in sp.gammas]
-    return out
-
-
-def run_label(method: str, n: int, gamma: float) -> str:
-    return f"{method}-N{n}" + (f"-g{gamma:g}" if method != "grpo" else "")
-
-
 def _task(sp: StudyPreset):
     from catsim.llm.tasks import make_task
 
     return make_task("maze", size=sp.maze_size, algorithm=sp.algorithm, n_heldout=sp.n_heldout)
-
-
-def _snapshot_every(sp: StudyPreset) -> int:
-    return max(1, sp.rl_steps // sp.checkpoints)
 
 
 def _read_base(sp: StudyPreset, sdir: Path, say) -> dict | None:
@@ -81,7 +69,7 @@ def _read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, se
     return read_piece(sdir / label / "eval.json", lambda d: run_problem(
         d, method=method, group_size=n, gamma=gamma, seed=seed, label=label, steps=sp.rl_steps, n=sp.eval_n,
         prompts=sp.eval_prompts, ks=sp.ks, curve_n=sp.curve_n,
-        checkpoints=sp.rl_steps // _snapshot_every(sp)), say)
+        checkpoints=sp.rl_steps // sp.snapshot_every()), say)
 
 
 def _write(path: Path, data: dict) -> dict:
@@ -89,15 +77,57 @@ def _write(path: Path, data: dict) -> dict:
     return data
 
 
-def _check_study_file(out: Path, sp: StudyPreset, say) -> None:
-    want = json.loads(json.dumps(dataclasses.asdict(sp)))
-    have = read_piece(out / STUDY_FILE, lambda d: None if isinstance(d.get("preset"), dict) else "no preset", say)
-    if have is not None and have["preset"] != want:
-        diff = sorted(k for k in want if have["preset"].get(k) != want[k])
-        raise CatsimError(f"{out} holds a maze study with other settings ({', '.join(diff)}); "
-                          "use another --out or the same settings")
-    if have is None:
-        _write(out / STUDY_FILE, {"preset": want})
+def _preset_json(sp: StudyPreset) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(sp)))
+
+
+def _diff(have: dict, want: dict) -> str:
+    keys = sorted(k for k in want if have.get(k) != want[k])
+    return ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
+
+
+def _check_study_file(out: Path, sp: StudyPreset, say) -> bool:
+    """Refuse (CatsimError) a directory that holds a study with other settings; True when study.json
+    is to be written (missing or damaged: then results.json and the warm-ups say what the directory
+    holds). Writes nothing."""
+    want = _preset_json(sp)
+    notes: list[str] = []
+    have = read_piece(out / STUDY_FILE, lambda d: None if isinstance(d.get("preset"), dict) else "no preset",
+                      notes.append)
+    if have is not None:
+        if have["preset"] != want:
+            raise CatsimError(f"{out} holds a maze study with other settings ({_diff(have['preset'], want)}; see "
+                              f"{out / STUDY_FILE}): rerun with the options it was made with, or use another --out")
+        return False
+    other = _other_study(out, sp, want)
+    if other:
+        raise CatsimError(f"{out}: {STUDY_FILE} is {'damaged' if notes else 'missing'} and {other}: the folder "
+                          "holds another study; rerun with the options it was made with, or use another --out")
+    for note in notes:
+        say(note)
+    return True
+
+
+def _other_study(out: Path, sp: StudyPreset, want: dict) -> str | None:
+    """What in `out` (its results.json, a seed's warm-up settings) shows a study other than `sp`."""
+    try:
+        recorded = json.loads((out / RESULTS_FILE).read_text()).get("preset")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        recorded = None
+    if isinstance(recorded, dict) and recorded != want:
+        return f"{out / RESULTS_FILE} records another study (preset {recorded.get('name')!r}; {_diff(recorded, want)})"
+    for seed in range(max(s for _, s in sp.plan)):
+        base = out / f"s{seed}" / "base"
+        try:
+            record = json.loads((base / "sft_config.json").read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue  # none yet, or damaged: the warm-up's own check
+        if _warm_up_settings(record, *_sft_config(sp, seed)):
+            known = {"--preset paper": maze_presets.paper(), "--preset cpu": maze_presets.cpu(),
+                     "--preset tiny": maze_presets.tiny(), "--preset tiny --paper-shapes": maze_presets.tiny(True)}
+            named = [k for k, p in known.items() if not _warm_up_settings(record, *_sft_config(p, seed))]
+            return f"{base} was warmed up with other settings" + (f" (those of {named[0]})" if named else "")
+    return None
 
 
 def _sft_config(sp: StudyPreset, seed: int):
@@ -109,20 +139,28 @@ def _sft_config(sp: StudyPreset, seed: int):
     return cfg, ModelSize(hidden_size=sp.hidden, num_layers=sp.layers, num_heads=sp.heads)
 
 
+def _warm_up_settings(record, cfg, size) -> str | None:
+    """What in a warm-up's sft_config.json differs from these settings, or None."""
+    if not isinstance(record, dict) or record.get("sft") != json.loads(json.dumps(dataclasses.asdict(cfg))):
+        return "trained with other warm-up settings"
+    sizes = record.get("model_size")
+    if not isinstance(sizes, dict) or any(sizes.get(k) != v for k, v in dataclasses.asdict(size).items() if v):
+        return "a model of another size"
+    return None
+
+
 def _warm_up_problem(out: Path, cfg, size) -> str | None:
     """What is wrong with a finished warm-up directory (its settings, its weights file), or None."""
     from safetensors import safe_open
 
     try:
-        record = json.loads((out / "sft_config.json").read_text())
-        if record.get("sft") != json.loads(json.dumps(dataclasses.asdict(cfg))):
-            return "trained with other warm-up settings"
-        if any(record.get("model_size", {}).get(k) != v for k, v in dataclasses.asdict(size).items() if v):
-            return "a model of another size"
+        why = _warm_up_settings(json.loads((out / "sft_config.json").read_text()), cfg, size)
+        if why:
+            return why
         with safe_open(str(out / "model.safetensors"), framework="numpy") as f:
             if not list(f.keys()):
                 return "no weights"
-    except Exception as err:  # OSError, JSONDecodeError, safetensors' SafetensorError, a record of another shape
+    except Exception as err:  # OSError, JSONDecodeError, safetensors' SafetensorError
         return f"unreadable ({type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''})"
     return None
 
@@ -132,14 +170,21 @@ def _warm_up(sp: StudyPreset, task, out: Path, seed: int, progress: bool) -> Pat
     damaged or has other settings is refused: the seed's evaluations and runs were made from it."""
     from catsim.llm.sft import run_sft
 
-    cfg, size = _sft_config(sp, seed)
-    if not ((out / "config.json").is_file() and (out / "catsim_task.json").is_file()):
-        run_sft(task, cfg, size, out, eval_prompts=0, progress=progress)
-    why = _warm_up_problem(out, cfg, size)
-    if why:
-        raise CatsimError(f"{out}: warm-up model not usable ({why}); delete {out.parent} to recompute "
-                          f"seed {seed} (its runs start from this model)")
+    if not _finished(out):
+        run_sft(task, *_sft_config(sp, seed), out, eval_prompts=0, progress=progress)
+    _check_warm_up(sp, out, seed)
     return out
+
+
+def _finished(base: Path) -> bool:
+    return (base / "config.json").is_file() and (base / "catsim_task.json").is_file()
+
+
+def _check_warm_up(sp: StudyPreset, base: Path, seed: int) -> None:
+    why = _warm_up_problem(base, *_sft_config(sp, seed))
+    if why:
+        raise CatsimError(f"{base}: warm-up model not usable ({why}); restore it (e.g. from git), or move "
+                          f"{base.parent} aside to recompute seed {seed} (its runs start from this model)")
 
 
 def evaluate(sp: StudyPreset, task, model_dir: Path, *, n: int, n_prompts: int, ks, label: str,
@@ -177,7 +222,7 @@ def _rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, ma
     return RLConfig.from_flat(**fields, steps=sp.rl_steps, prompts_per_step=prompts,
                               mini_batch_size=mini, learning_rate=sp.learning_rate,
                               warmup_steps=sp.warmup_steps, max_new_tokens=max_new, seed=seed,
-                              data_seed=sp.data_seed, snapshot_every=_snapshot_every(sp),
+                              data_seed=sp.data_seed, snapshot_every=sp.snapshot_every(),
                               save_every=max(1, min(50, sp.rl_steps // sp.checkpoints)))
 
 
@@ -188,13 +233,18 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
     from catsim.llm.rl import run_rl
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    _check_study_file(out, sp, say)
     task = _task(sp)
+    write_study_file = _check_study_file(out, sp, say)  # every check before the first file is written
+    for seed in range(max(s for _, s in sp.plan)):
+        if _finished(out / f"s{seed}" / "base"):
+            _check_warm_up(sp, out / f"s{seed}" / "base", seed)
+    if write_study_file:
+        _write(out / STUDY_FILE, {"preset": _preset_json(sp)})
     max_new = task.max_answer_chars + 1
     t0 = time.perf_counter()
     runs = run_names(sp)
     bases: dict[int, dict] = {}
+    base_ids: dict[int, str] = {}  # each warm-up's content: its runs' fingerprint holds it, not its path
     done_now = 0
     for i, (method, n, gamma, seed) in enumerate(runs):
         sdir = out / f"s{seed}"
@@ -213,7 +263,10 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
             say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
             return None
         cfg = _rl_config(sp, method, n, gamma, seed, max_new)
-        result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to)
+        if seed not in base_ids:
+            base_ids[seed] = base_identity(sdir / "base")
+        result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to,
+                        base_id=rl_base_id(rdir, sdir / "base", cfg, base_ids[seed]))
         final = evaluate(sp, task, Path(result.out_dir) / "model", n=sp.eval_n, n_prompts=sp.eval_prompts,
                          ks=sp.ks, label=f"s{seed} eval {label}", progress=progress, solution_mass=True)
         curve = []
@@ -337,4 +390,8 @@ def load_results(out_dir: str | Path) -> dict:
     path = Path(out_dir) / RESULTS_FILE
     if not path.is_file():
         raise CatsimError(f"{path} not found: run `catsim llm maze-study --out {out_dir}` first")
-    return read_json(path)
+    results = read_json(path)
+    why = results_problem(results)
+    if why:
+        raise CatsimError(f"{path}: not a maze-study results file ({why})")
+    return results

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.errors import CatsimError
 from catsim.files import write_text
+from catsim.objectives import registry
 from catsim.sim import config as C
 from catsim.sim.sweep import sweep
 
@@ -67,14 +69,43 @@ METHODS = (
            "2506.01347 (λ on correct, −1 on wrong, no baseline)"),
     Method("NSR", 0.0, (("advantage", "nsr"),), "2506.01347 (−1 on wrong only)"),
     Method("PSR", 0.0, (("advantage", "psr"),), "2506.01347 (+1 on correct only)"),
+    Method("Dr.GRPO", 0.0, (("advantage", "dr_grpo"),), "2503.20783: centred, no ÷ std (no lengths here: = GRPO)"),
     Method("λ+=0.1 on centred", 0.0, (("positive_weight", 0.1),),
            "catsim's variant: λ on the positive centred advantages (not a published rule)"),
 )
+
+
+
+def _registry_rows(methods: tuple[Method, ...]) -> tuple[Method, ...]:
+    """A row for every registry rule no row above runs (at its defaults, k = min(4, N/2)): a rule
+    added to the registry enters the study by itself."""
+    covered = {dict(m.update).get("advantage", C.UpdateConfig().advantage) for m in methods}
+    return tuple(Method(rule.name, 0.0, (("advantage", rule.name),), f"{rule.paper} (registry defaults)",
+                        rule.needs_k) for rule in registry.RULES.values() if rule.name not in covered)
+
+
+METHODS = METHODS + _registry_rows(METHODS)
 STUDY_GROUP_SIZES = C.PAPER_GROUP_SIZES
 QUICK_GROUP_SIZES = (2, 8, 64, 512, 4096)
 # A cell whose rule changed the policy on fewer than this share of its steps is not a result
 # about keeping rare mass (it keeps it by not training): never crowned, never on a frontier.
 MIN_UPDATE_RATE = 0.01
+
+
+# Update fields the study's rows set themselves (or that would change every row under its label):
+# a base config that sets one of them is refused. The surrogate stays the scenario's (DAPO's row apart).
+ROW_FIELDS = tuple(sorted({f for m in METHODS for f, _ in m.update} - {"surrogate"} | {
+    "passk_k", "gamma", "low_lr_gamma", "asym_channels", "asym_confidence", "asym_recompose", "dual_clip"}))
+
+
+def check_base(base: C.SimConfig) -> None:
+    """Refuse a base config whose update sets what the rows define (`ROW_FIELDS`): each row must be
+    the rule it is labelled, whatever the caller's update rule."""
+    default = C.UpdateConfig()
+    given = [f for f in ROW_FIELDS if getattr(base.update, f) != getattr(default, f)]
+    if given:
+        raise CatsimError(f"the methods study sets {', '.join(given)} for each row itself (every row is "
+                          f"the rule it is labelled): leave {'it' if len(given) == 1 else 'them'} at the default")
 
 
 def method_config(base: C.SimConfig, method: Method, n: int | None = None) -> C.SimConfig:
@@ -219,6 +250,7 @@ def run_methods_study(base: C.SimConfig, out_dir, *, group_sizes: Sequence[int] 
                       resume: bool = True, progress: bool = True, shard: bool = False,
                       log=None) -> MethodsStudy:
     """Run every method over `group_sizes` × `seeds` (resumable), write the table, JSON, figures."""
+    check_base(base)
     out = Path(out_dir)
     t0 = time.perf_counter()
     mret = np.full((len(methods), len(group_sizes), seeds), np.nan)

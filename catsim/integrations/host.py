@@ -12,6 +12,12 @@ Names: every registry name is the rule as published (γ = 0), "f-<name>" is that
 weight, and "fgrpo" is "f-grpo". The rules compute here, never in torch: catsim has one
 implementation of each.
 
+Options reach the rules through `options_from` (every plug-in's config) or a typed `Estimator`; a
+bad value (a bool, None, "abc", k = 2.7, ddof = 0.5, ε < 0, ±inf) is a one-line CatsimError naming
+the option as the user spelt it. Rewards: NaN marks an unscorable sample and gives its group
+advantage 0 under every rule and γ; ±inf is refused (a broken reward function); a group of one
+sample gets 0 under every rule that compares samples within their group.
+
 Shapes: B rewards in a batch, G groups, N rollouts of one group (groups may differ in N).
 """
 
@@ -28,8 +34,8 @@ import numpy as np
 from catsim.errors import CatsimError
 from catsim.objectives import registry
 
-__all__ = ["Estimator", "FOCAL_PREFIX", "DEFAULT_GAMMA", "DEFAULT_OPTIONS", "estimator_names", "resolve", "options_from",
-           "cpu_device", "group_advantages", "contiguous_groups"]
+__all__ = ["Estimator", "FOCAL_PREFIX", "DEFAULT_GAMMA", "DEFAULT_OPTIONS", "OPTION_NAMES", "estimator_names",
+           "resolve", "options_from", "cpu_device", "group_advantages", "contiguous_groups"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,61 @@ FOCAL_PREFIX = "f-"  # "f-<rule>" = the rule × (1 − μ̂)^γ
 DEFAULT_GAMMA = 0.5  # γ of the F-GRPO paper's main runs
 DEFAULT_OPTIONS = registry.Options()
 _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(registry.Options))
+OPTION_NAMES = ("gamma", *_OPTION_FIELDS)  # the keys of `options_from`
+# Whole-number options: those whose default in registry.Options is an int (k, ddof).
+_INTEGER = frozenset(f.name for f in dataclasses.fields(registry.Options) if type(f.default) is int)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)  # the rules compute in float32: 1e39 is inf there
+# option -> (test of its value, what the value must be); every value must also be a finite float32
+_NEEDS = {
+    "gamma": (lambda x: x >= 0, "a finite number >= 0"),
+    "k": (lambda x: x >= 1, "an integer >= 1"),
+    "eps": (lambda x: x >= 0, "a finite number >= 0"),  # every rule guards its 0/0, so ε = 0 is allowed
+    "ddof": (lambda x: x in (0, 1), "0 (population std) or 1 (sample std)"),
+    "w_reinforce_lambda": (lambda x: x >= 0, "a finite number >= 0"),
+}
+_ANY_NUMBER = (lambda x: True, "a finite number")
+
+
+def _option(option: str, value, label: str, *, parse: bool):
+    """`value` as option `option` needs it (int or float), else a CatsimError naming `label` and the value.
+
+    parse=True (config files, command lines): numeric strings and whole floats (k = 4.0) are read as
+    numbers; parse=False (a typed `Estimator`): only ints, and floats for the float options. Never a
+    bool (YAML's `true` is not 1), None, NaN, ±inf or a number beyond float32.
+    """
+    test, need = _NEEDS.get(option, _ANY_NUMBER)
+    integer = option in _INTEGER
+    if integer and need == _ANY_NUMBER[1]:
+        need = "an integer"
+
+    def refuse(within: str = ""):
+        shown = repr(value)
+        return CatsimError(f"{label} must be {need}{within}, got {shown if len(shown) <= 40 else shown[:37] + '...'}")
+
+    x = value
+    if parse and isinstance(x, str):
+        try:
+            x = float(x.strip())
+        except ValueError:
+            raise refuse() from None
+    if isinstance(x, bool) or not isinstance(x, int | float | np.integer | np.floating):
+        raise refuse()
+    if x != x or abs(x) == math.inf:  # NaN, ±inf (math.isfinite would overflow on a huge int)
+        raise refuse()
+    if abs(x) > _FLOAT32_MAX:
+        raise refuse(f" within float32 (|x| <= {_FLOAT32_MAX:.4g})")
+    if integer and not (isinstance(x, int | np.integer) or (parse and float(x).is_integer())):
+        raise refuse()
+    x = int(x) if integer else float(x)
+    if not test(x):
+        raise refuse()
+    return x
+
+
+def _check_levels(options: registry.Options, label_correct: str, label_wrong: str) -> None:
+    if not options.reward_correct > options.reward_wrong:
+        raise CatsimError(f"{label_correct} ({options.reward_correct:g}) must exceed {label_wrong} "
+                          f"({options.reward_wrong:g})")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,13 +110,10 @@ class Estimator:
 
     def __post_init__(self):
         registry.get(self.rule)
-        if not (isinstance(self.gamma, int | float) and math.isfinite(self.gamma) and self.gamma >= 0):
-            raise CatsimError(f"gamma must be a finite number >= 0, got {self.gamma!r}")
-        if not (isinstance(self.options.k, int) and self.options.k >= 1):
-            raise CatsimError(f"k must be an integer >= 1, got {self.options.k!r}")
-        if not self.options.reward_correct > self.options.reward_wrong:
-            raise CatsimError(f"reward_correct ({self.options.reward_correct}) must exceed reward_wrong "
-                              f"({self.options.reward_wrong})")
+        _option("gamma", self.gamma, "gamma", parse=False)
+        for name in _OPTION_FIELDS:
+            _option(name, getattr(self.options, name), name, parse=False)
+        _check_levels(self.options, "reward_correct", "reward_wrong")
 
 
 def estimator_names() -> tuple[str, ...]:
@@ -73,28 +131,50 @@ def resolve(name: str, gamma: float = DEFAULT_GAMMA, options: registry.Options =
       options: the rule's options.
       normalise_std: False turns grpo into dr_grpo (verl's `norm_adv_by_std_in_grpo`).
     """
+    if not isinstance(name, str):
+        raise CatsimError(f"unknown catsim estimator {name!r}; choose one of {', '.join(estimator_names())}")
     focal = name == "fgrpo" or name.startswith(FOCAL_PREFIX)
     rule = "grpo" if name == "fgrpo" else name.removeprefix(FOCAL_PREFIX)
     if rule not in registry.NAMES:
         raise CatsimError(f"unknown catsim estimator {name!r}; choose one of {', '.join(estimator_names())}")
     if rule == "grpo" and not normalise_std:
         rule = "dr_grpo"
-    return Estimator(rule, float(gamma) if focal else 0.0, options)
+    gamma = _option("gamma", gamma, "gamma", parse=False)
+    return Estimator(rule, gamma if focal else 0.0, options)
 
 
-def options_from(values: Mapping, base: registry.Options = DEFAULT_OPTIONS) -> tuple[float, registry.Options]:
-    """(γ, Options) from a config mapping with keys gamma, k, eps, ddof, w_reinforce_lambda, ..."""
-    values = dict(values or {})
-    unknown = sorted(set(values) - {"gamma", *_OPTION_FIELDS})
+def options_from(values: Mapping | None, base: registry.Options = DEFAULT_OPTIONS, *,
+                 labels: Mapping[str, str] | None = None, where: str = "the catsim options"
+                 ) -> tuple[float, registry.Options]:
+    """(γ, Options) from a config mapping with keys `OPTION_NAMES` (gamma, k, eps, ddof, ...).
+
+    Args:
+      values: the mapping (None: all defaults); numeric strings and whole floats (k = 4.0) are read.
+      base: the options the mapping's keys replace.
+      labels: how the user spells each option, for the messages ("algorithm.fgrpo.k", "passk_k");
+        default: the key itself.
+      where: what `values` is, for the message when it is not a mapping ("algorithm.fgrpo").
+
+    Raises a one-line CatsimError naming the option and its value for an unknown key, a value that
+    is not a number of the option's kind (a bool, None, "abc", k = 2.7, ddof = 0.5), a non-finite
+    value or one outside the option's range (γ, ε, λ >= 0; k >= 1; ddof ∈ {0, 1}; Rc > Rw).
+    """
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise CatsimError(f"{where} must be a mapping of catsim options ({', '.join(OPTION_NAMES)}), "
+                          f"got {values!r}")
+    values = {key: values[key] for key in values}
+    unknown = sorted(str(key) for key in values if key not in OPTION_NAMES)
     if unknown:
-        raise CatsimError(f"unknown catsim option(s) {', '.join(unknown)}; choose from gamma, "
-                          f"{', '.join(_OPTION_FIELDS)}")
-    gamma = float(values.pop("gamma", DEFAULT_GAMMA))
-    if "k" in values:
-        values["k"] = int(values["k"])
-    if "ddof" in values:
-        values["ddof"] = int(values["ddof"])
-    return gamma, dataclasses.replace(base, **values)
+        raise CatsimError(f"unknown catsim option(s) {', '.join(unknown)} in {where}; choose from "
+                          f"{', '.join(OPTION_NAMES)}")
+    label = {name: name for name in OPTION_NAMES} | dict(labels or {})
+    parsed = {key: _option(key, value, label[key], parse=True) for key, value in values.items()}
+    gamma = parsed.pop("gamma", DEFAULT_GAMMA)
+    options = dataclasses.replace(base, **parsed)
+    _check_levels(options, label["reward_correct"], label["reward_wrong"])
+    return gamma, options
 
 
 def cpu_device(pin_platform: bool = True):
@@ -137,27 +217,46 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
 
     Returns:
       (adv_B, mu_B, g_B) float32 numpy: g·A of each sample's group, and its group's μ̂ and focal
-      weight. A group holding a NaN reward (an unscorable sample) gets advantage 0.
+      weight. A group holding a NaN reward (an unscorable sample) gets advantage 0 under every rule
+      and γ (its μ̂ and g are NaN); a group of one sample gets 0 under every rule that compares a
+      sample with its group (all but the baseline-free w_reinforce, nsr, psr), as TRL's GRPO does.
+      A ±inf reward (or one beyond float32) is refused: a CatsimError naming its position.
     """
     import jax
 
-    rewards = np.asarray(rewards_B, np.float32).reshape(-1)
-    if len(index_B) != rewards.size:
-        raise CatsimError(f"{rewards.size} rewards but {len(index_B)} group ids")
+    raw = np.asarray(rewards_B, np.float64).reshape(-1)
+    if len(index_B) != raw.size:
+        raise CatsimError(f"{raw.size} rewards but {len(index_B)} group ids")
+    _check_finite(raw, index_B)
+    rewards = raw.astype(np.float32)
     if est.gamma > 0:
         _check_reward_range(rewards, est.options)
     members = _members(index_B)
     device = cpu_device(pin_platform)
+    rule = registry.get(est.rule)
     adv, mu, g = (np.zeros(rewards.size, np.float32) for _ in range(3))
     for n in sorted({len(m) for m in members}):
         warning = registry.check_k(est.rule, est.options.k, n)
         if warning:
             _warn_once(warning)
+        elif not rule.can_move(n, est.options.k):
+            _warn_once(f"{est.rule} gives a group of {n} sample(s) advantage 0 (nothing to compare a sample "
+                       f"with), so such groups train nothing")
         rows_GxN = np.array([m for m in members if len(m) == n])
         with jax.default_device(device):
             a, m_, g_ = _program(est)(jax.device_put(rewards[rows_GxN], device))
         adv[rows_GxN], mu[rows_GxN], g[rows_GxN] = np.asarray(a), np.asarray(m_)[:, None], np.asarray(g_)[:, None]
-    return np.nan_to_num(adv, nan=0.0), mu, g
+    return adv, mu, g
+
+
+def _check_finite(rewards_B: np.ndarray, index_B: Sequence) -> None:
+    """Refuse ±inf (and float32 overflow): a broken reward function, not an unscorable sample (NaN)."""
+    bad = np.flatnonzero(~np.isnan(rewards_B) & ~(np.abs(rewards_B) <= _FLOAT32_MAX))
+    if bad.size:
+        i = int(bad[0])
+        raise CatsimError(f"reward {rewards_B[i]:g} at position {i} of the batch (group {index_B[i]!r}) is not a "
+                          f"finite float32: rewards must be finite, or NaN for an unscorable sample "
+                          f"(its group then gets advantage 0)")
 
 
 def _members(index_B: Sequence) -> list[list[int]]:
@@ -197,9 +296,17 @@ def _program(est: Estimator):
     cut = (o.reward_correct + o.reward_wrong) / 2
 
     def one(rewards_N):
-        mu = advantages.success_rate(rewards_N, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
-        inputs = (rewards_N > cut).astype(jnp.float32) if rule.binary else rewards_N
+        n = rewards_N.shape[0]  # static: one compilation per group size
+        scorable = jnp.all(~jnp.isnan(rewards_N))
+        r = jnp.where(scorable, rewards_N, o.reward_wrong)  # keeps NaN out of every rule's arithmetic
+        mu = advantages.success_rate(r, reward_correct=o.reward_correct, reward_wrong=o.reward_wrong)
         g = focal.focal_weight(mu, est.gamma)
-        return g * rule.advantages(inputs, o), mu, g
+        if rule.can_move(n, o.k):
+            inputs = (r > cut).astype(jnp.float32) if rule.binary else r
+            a = g * rule.advantages(inputs, o)
+        else:  # e.g. one sample: no std (ddof = 1), no second-best sample, nothing to compare with
+            a = jnp.zeros_like(r)
+        nan = jnp.float32(jnp.nan)
+        return jnp.where(scorable, a, 0.0), jnp.where(scorable, mu, nan), jnp.where(scorable, g, nan)
 
     return jax.jit(jax.vmap(one))

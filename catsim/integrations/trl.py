@@ -18,8 +18,14 @@ keeps; `_generate_and_score_completions` runs TRL's body through `super()`, then
 computes the per-group weights (or advantages) on JAX's CPU from the gathered rewards
 (`catsim.integrations.host`), slices this process's share exactly as TRL slices its advantages
 (`process_index * len(inputs)`), replaces `advantages`, fixes the logged advantages and logs
-`catsim/*` metrics. A group holding an unscorable completion (every reward function returned None)
-gets advantage 0.
+`catsim/*` metrics. These are private methods, hence the exact `trl==1.16.0` pin of `.[trl]`.
+
+A group holding an unscorable completion (every reward function returned None) gets advantage 0,
+under every rule and γ (TRL's own GRPO zeroes only that completion and leaves it out of its
+group's mean, so with one, γ = 0 differs from a plain GRPOTrainer in that group). A group of one
+(`num_generations_eval=1`) gets 0, as in TRL. Every catsim field is checked when the config is
+built (a one-line CatsimError naming the field), and pass@k's k against `num_generations` and
+`num_generations_eval`, before a model is loaded.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import dataclasses
 import functools
 import logging
 
+import numpy as np
 import torch
 from trl import GRPOConfig
 
@@ -60,26 +67,37 @@ class FGRPOConfig(GRPOConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        est = estimator_of(self)
-        n = self.num_generations
-        if n is not None:
-            warning = registry.check_k(est.rule, est.options.k, n)
+        est = estimator_of(self)  # every catsim field, checked here, before any model is loaded
+        for field in ("num_generations", "num_generations_eval"):
+            n = getattr(self, field, None)
+            if n is None:
+                continue
+            try:
+                warning = registry.check_k(est.rule, est.options.k, n)
+            except CatsimError as e:
+                raise CatsimError(f"{field} = {n}: {e}") from None
             if warning:
-                log.warning("catsim: %s", warning)
+                log.warning("catsim: %s: %s", field, warning)
+
+
+# the registry option each FGRPOConfig field sets (host.options_from's keys)
+_OPTION_OF = {"focal_gamma": "gamma", "passk_k": "k", "advantage_eps": "eps", "advantage_ddof": "ddof",
+              "w_reinforce_lambda": "w_reinforce_lambda", "reward_correct": "reward_correct",
+              "reward_wrong": "reward_wrong"}
+_OWN_FIELDS = ("advantage_rule", *_OPTION_OF)
 
 
 def estimator_of(args) -> host.Estimator:
-    """The rule, γ and options of a config (a plain GRPOConfig gets FGRPOConfig's defaults)."""
+    """The rule, γ and options of a config (a plain GRPOConfig gets FGRPOConfig's defaults).
+
+    A bad value is a one-line CatsimError naming the field (`advantage_ddof must be 0 ... got 2`).
+    """
     defaults = {f.name: f.default for f in dataclasses.fields(FGRPOConfig) if f.name in _OWN_FIELDS}
     get = functools.partial(_field, args, defaults)
-    options = registry.Options(k=get("passk_k"), eps=get("advantage_eps"), ddof=get("advantage_ddof"),
-                               w_reinforce_lambda=get("w_reinforce_lambda"),
-                               reward_correct=get("reward_correct"), reward_wrong=get("reward_wrong"))
-    return host.Estimator(get("advantage_rule"), float(get("focal_gamma")), options)
-
-
-_OWN_FIELDS = ("focal_gamma", "advantage_rule", "passk_k", "advantage_eps", "advantage_ddof",
-               "w_reinforce_lambda", "reward_correct", "reward_wrong")
+    gamma, options = host.options_from({option: get(field) for field, option in _OPTION_OF.items()},
+                                       labels={option: field for field, option in _OPTION_OF.items()},
+                                       where="FGRPOConfig")
+    return host.Estimator(get("advantage_rule"), gamma, options)
 
 
 def _field(args, defaults, name):
@@ -132,8 +150,10 @@ def make_trainer(base=None):
         def _catsim_log(self, mode, advantages, mu_G, g_G):
             """Its own metrics, and the completions table's advantages replaced by the ones used."""
             used = self.accelerator.gather(advantages.detach())
-            self._metrics[mode]["catsim/success_rate/mean"].append(float(mu_G.mean()))
-            self._metrics[mode]["catsim/focal_weight/mean"].append(float(g_G.mean()))
+            scored = ~np.isnan(mu_G)  # a group holding an unscorable completion has no μ̂ (advantage 0)
+            if scored.any():
+                self._metrics[mode]["catsim/success_rate/mean"].append(float(mu_G[scored].mean()))
+                self._metrics[mode]["catsim/focal_weight/mean"].append(float(g_G[scored].mean()))
             self._metrics[mode]["catsim/advantages/abs_mean"].append(used.abs().mean().item())
             logged = self._logs["advantages"]
             if len(logged) >= used.numel():

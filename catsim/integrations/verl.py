@@ -13,7 +13,8 @@ from `verl/trainer/ppo/ray_trainer.py::compute_advantage` as
 
 Options come from `config.algorithm.fgrpo` (keys of `host.options_from`: gamma, k, eps, ddof,
 w_reinforce_lambda, reward_correct, reward_wrong; defaults γ = 0.5, verl's ε = 1e-6 and sample
-std) and `algorithm.norm_adv_by_std_in_grpo` (False: fgrpo becomes F-Dr.GRPO, as verl's grpo).
+std) and `algorithm.norm_adv_by_std_in_grpo` (False: fgrpo becomes F-Dr.GRPO, as verl's grpo). A bad
+value is a one-line CatsimError naming `algorithm.fgrpo.<key>` and the value.
 
 verl's Ray TaskRunner imports this module through verl's own loaders: the `verl.plugins` entry
 point that catsim's pyproject declares (`verl/__init__.py`, verl >= 0.9) or
@@ -23,7 +24,13 @@ Caveats: μ̂ is read from the summed token-level rewards, so run with
 `algorithm.use_kl_in_reward=False` (refused otherwise for the focal and 0/1 rules); binary rules
 read reward > (Rc + Rw)/2 as correct; in multi-turn sessions each sample must be one whole
 trajectory with its score on its tokens (verl's agent loop does this), one uid per prompt. verl's
-grpo gives a group of one sample its reward as advantage; catsim's rules give it 0.
+grpo gives a group of one sample its reward as advantage; catsim's rules give it 0 (all but the
+baseline-free w_reinforce, nsr, psr). A NaN score zeroes its group; ±inf is refused.
+
+verl 0.9's default trainer (`trainer.use_v1`; `compute_advantage_for_multi_trajectories` in
+`verl/trainer/ppo/v1/utils.py`) keeps only each session's final output for its own "grpo" when an
+agent loop returns several outputs per session, but hands every output to any other estimator:
+catsim's then count outputs, not sessions, in a group (docs/integrations.md).
 """
 
 from __future__ import annotations
@@ -49,8 +56,9 @@ def estimator_options(config) -> tuple[float, registry.Options, bool]:
     """(γ, Options, normalise_std) from verl's algorithm config (DictConfig, AlgoConfig, dict or None)."""
     if config is None:
         return host.DEFAULT_GAMMA, VERL_OPTIONS, True
-    block = config.get(CONFIG_KEY, None) or {}
-    gamma, options = host.options_from({key: block[key] for key in block}, VERL_OPTIONS)
+    where = f"algorithm.{CONFIG_KEY}"
+    gamma, options = host.options_from(config.get(CONFIG_KEY, None), VERL_OPTIONS, where=where,
+                                       labels={name: f"{where}.{name}" for name in host.OPTION_NAMES})
     return gamma, options, bool(config.get("norm_adv_by_std_in_grpo", True))
 
 

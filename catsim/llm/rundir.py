@@ -66,9 +66,20 @@ def task_spec(task, data_seed: int | None = None) -> dict:
     return spec
 
 
+def check_base_outside(base_dir: str | Path, out_dir: str | Path) -> None:
+    """Refuse a base model inside the run directory that a run writes (its model/ is replaced,
+    --overwrite clears it): the run would destroy its own starting point and KL reference."""
+    base, out = Path(base_dir).resolve(), Path(out_dir).resolve()
+    if base == out or out in base.parents:
+        raise CatsimError(f"the base model {base_dir} lies inside the output directory {out_dir}, which the "
+                          "run writes (and --overwrite clears): copy the base elsewhere or choose another --out")
+
+
 def read_task_file(model_dir: str | Path) -> dict:
     """The task file a warm-up (catsim llm sft) or an RL run writes next to its model."""
     path = Path(model_dir) / TASK_FILE
+    if not Path(model_dir).is_dir():
+        raise CatsimError(f"{model_dir}: no such model directory")
     if not path.is_file():
         raise CatsimError(f"{model_dir}: no {TASK_FILE}; pass the task explicitly (--task ...)")
     try:

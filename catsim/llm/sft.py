@@ -341,6 +341,7 @@ def run_sft(
     model_cfg = size.model_config(tokenizer.vocab_size).replace(dtype=dtype, weight_dtype="float32")
     if mesh is not None and cfg.batch_size % mesh.devices.size:
         raise CatsimError(f"batch size {cfg.batch_size} is not divisible by the {mesh.devices.size} mesh devices")
+    make_batch(task, tokenizer, cfg, 0)  # a task setting that cannot make prompts is refused before any file
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE,
                         fingerprint=fingerprint(task, cfg, model_cfg), what="run")
     with run.locked():

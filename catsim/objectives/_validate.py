@@ -38,35 +38,45 @@ def concrete_array(value) -> np.ndarray | None:
         return None
 
 
+# Hyper-parameters meet the rules in float32: "finite" means a finite float32 (1e39 is inf there).
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+_RANGE = f"(float32: |x| <= {FLOAT32_MAX:.4g})"
+
+
+def finite32(x: float) -> bool:
+    """Whether the float `x` stays finite in float32."""
+    return math.isfinite(x) and abs(x) <= FLOAT32_MAX
+
+
 def check_finite(name: str, value) -> None:
     x = concrete_float(value)
-    if x is not None and not math.isfinite(x):
-        raise CatsimError(f"{name} must be finite, got {x}")
+    if x is not None and not finite32(x):
+        raise CatsimError(f"{name} must be finite {_RANGE}, got {x:g}")
 
 
 def check_nonnegative(name: str, value) -> None:
     x = concrete_float(value)
-    if x is not None and not (math.isfinite(x) and x >= 0.0):
-        raise CatsimError(f"{name} must be a finite number >= 0, got {x}")
+    if x is not None and not (finite32(x) and x >= 0.0):
+        raise CatsimError(f"{name} must be a finite number >= 0 {_RANGE}, got {x:g}")
 
 
 def check_positive(name: str, value) -> None:
     x = concrete_float(value)
-    if x is not None and not (math.isfinite(x) and x > 0.0):
-        raise CatsimError(f"{name} must be a finite number > 0, got {x}")
+    if x is not None and not (finite32(x) and x > 0.0):
+        raise CatsimError(f"{name} must be a finite number > 0 {_RANGE}, got {x:g}")
 
 
 def check_in_closed(name: str, value, low: float, high: float) -> None:
     x = concrete_float(value)
     if x is not None and not (math.isfinite(x) and low <= x <= high):
-        raise CatsimError(f"{name} must lie in [{low}, {high}], got {x}")
+        raise CatsimError(f"{name} must lie in [{low}, {high}], got {x:g}")
 
 
 def check_reward_levels(reward_correct, reward_wrong) -> None:
     rc, rw = concrete_float(reward_correct), concrete_float(reward_wrong)
     for name, x in (("reward_correct", rc), ("reward_wrong", rw)):
-        if x is not None and not math.isfinite(x):
-            raise CatsimError(f"{name} must be finite, got {x}")
+        if x is not None and not finite32(x):
+            raise CatsimError(f"{name} must be finite {_RANGE}, got {x:g}")
     if rc is not None and rw is not None and not rc > rw:
         raise CatsimError(
             f"reward_correct must exceed reward_wrong, got reward_correct={rc}, reward_wrong={rw}"

@@ -13,7 +13,6 @@ factor against it over μ ~ U(0, 1) gives m_γ = B(3/2, γ+3/2)/B(3/2, 3/2).
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import jax.numpy as jnp
 
@@ -248,8 +247,7 @@ def low_lr_multiplier(gamma: float) -> float:
         raise CatsimError(
             "gamma for low_lr_multiplier must be a concrete number, not a traced value"
         )
-    if not (math.isfinite(g) and g >= 0.0):
-        raise CatsimError(f"gamma must be a finite number >= 0, got {g}")
+    v.check_nonnegative("gamma", g)
     from scipy import special  # here, not at import: SciPy costs every command ~0.2 s of start-up
 
     return float(special.beta(1.5, g + 1.5) / special.beta(1.5, 1.5))

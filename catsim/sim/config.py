@@ -229,6 +229,11 @@ class SimConfig:
             raise CatsimError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
         if self.sampler not in SAMPLERS:
             raise CatsimError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+
+    def check_k(self) -> None:
+        """The pass@k rules' k against this config's N: k > N refused, k = N warned
+        (`registry.warn_k`). The runs check it (`sim.sweep.simulate`, `plan_sweep`), not the
+        config itself: a scenario is a template whose N each run replaces."""
         registry.warn_k(self.update.advantage, self.update.passk_k, self.group_size)
 
     @property

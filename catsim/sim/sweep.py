@@ -23,6 +23,7 @@ import numpy as np
 
 from catsim.errors import CatsimError
 from catsim.files import write_text
+from catsim.objectives._validate import check_nonnegative
 from catsim.objectives.focal import low_lr_multiplier
 from catsim.sim import engine, sweep_parts
 from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SimConfig
@@ -41,6 +42,19 @@ def _seed_list(seeds) -> tuple[int, ...]:
     if not out or any(s < 0 for s in out) or len(set(out)) != len(out):
         raise CatsimError(f"seeds must be distinct whole numbers >= 0, got {list(seeds)}")
     return out
+
+
+def _gamma_list(gammas) -> tuple[float, ...]:
+    out = tuple(float(g) for g in gammas)
+    for g in out:  # γ meets the rules in float32: 1e39 would be inf there (no update)
+        check_nonnegative("gamma", g)
+    return out
+
+
+def _check_k(configs: Sequence[SimConfig]) -> None:
+    """k of the pass@k rules against every N of a run, before any work (once per distinct N)."""
+    for config in {c.group_size: c for c in configs}.values():
+        config.check_k()
 
 
 def _records_per_chunk(num_records: int, log_every: int) -> int:
@@ -153,12 +167,13 @@ def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
       SimResults with dims (method, gamma, n, seed, step).
     """
     sizes = tuple(group_sizes) if group_sizes is not None else (config.group_size,)
-    gs = tuple(float(g) for g in gammas) if gammas is not None else (config.update.gamma.gamma,)
+    gs = _gamma_list(gammas) if gammas is not None else (config.update.gamma.gamma,)
     seed_list = _seed_list(seeds)
     if not sizes:
         raise CatsimError("no group sizes given")
     configs = [dataclasses.replace(variant, group_size=int(n))  # validates N
                for variant in low_lr_variants(config, low_lr_gammas) for n in sizes]
+    _check_k(configs)
     bar = _progress_bar(len(configs) * len(gs) * len(seed_list) * config.steps, progress)
     parts = []
     try:
@@ -260,13 +275,14 @@ def plan_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER
     part = sweep_parts.check_part(part) if part is not None else None
     out = Path(out_dir)
     cells_dir = out / "cells"
-    gs = tuple(float(g) for g in gammas)
+    gs = _gamma_list(gammas)
     seed_list = _seed_list(seeds)
     variants = low_lr_variants(config, low_lr_gammas)
     configs = [dataclasses.replace(variant, group_size=int(n))
                for variant in variants for n in group_sizes]
     if not configs:
         raise CatsimError("no group sizes given")
+    _check_k(configs)
     settings = sweep_settings(config, group_sizes, gs, seed_list, low_lr_gammas)
     if part is not None:
         sweep_parts.claim_manifest(out, settings)

@@ -46,8 +46,8 @@ def register(subparsers) -> None:
     parser.add_argument("--target-risk", type=float, default=0.1,
                         help="largest acceptable mean risk for the advice (default 0.1)")
     parser.add_argument("--bootstrap", type=int, default=200, help="bootstrap resamples (default 200)")
-    parser.add_argument("--max-new-tokens", type=int, default=0,
-                        help="completion cap (default: the task's longest answer + 1)")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="completion cap, >= 1 (default: the task's longest answer + 1)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output (default table)")
     parser.add_argument("--figure", default=None,
@@ -71,8 +71,9 @@ def _check(args) -> tuple[list[int], object]:
         raise CatsimError("--n must be at least 2 to estimate answer masses")
     if not 0 < args.target_risk < 1:
         raise CatsimError(f"--target-risk must lie in (0, 1), got {args.target_risk}")
-    if args.max_new_tokens < 0:
-        raise CatsimError("--max-new-tokens must be >= 0")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise CatsimError(f"--max-new-tokens must be >= 1 (omit it for the task's longest answer + 1), "
+                          f"got {args.max_new_tokens}")
     if not (Path(args.model) / "config.json").is_file():
         raise CatsimError(f"{args.model}: not a model directory (no config.json)")
     if args.task is None and not (Path(args.model) / "catsim_task.json").is_file():
@@ -101,8 +102,8 @@ def _table(advice) -> str:
     rare = advice.has_rare
     for k, n in enumerate(advice.group_sizes):
         steps = advice.median_steps_to_rare[k]
-        with np.errstate(invalid="ignore"):
-            gs = [float(np.nanmean(advice.focal_weights[g][rare, k])) for g in gammas]
+        gs = [float(np.nanmean(advice.focal_weights[g][rare, k])) if rare.any() else float("nan")
+              for g in gammas]  # no rare prompt: no mean (shown as —)
         band = f"[{advice.mean_risk_lo[k]:.3f}, {advice.mean_risk_hi[k]:.3f}]" if rare.any() else "—"
         rows.append(f"{int(n):>6}   {_fmt(advice.active_share[k], '12.2f')}   {_fmt(advice.mean_risk[k], '9.3f')}   "
                     f"{band:<16}  "

@@ -197,6 +197,12 @@ def fingerprint_settings(cfg: RLConfig) -> dict:
             and not (k in LATER_OPTIONS and v == LATER_OPTIONS[k])}
 
 
+def run_fingerprint(cfg: RLConfig, base: str, spec: dict) -> str:
+    """A run's resume fingerprint: the options that change its trajectory, the base model (`base`:
+    its resolved path by default, or a caller's id of its content) and the task spec."""
+    return rundir.fingerprint({"rl": fingerprint_settings(cfg), "base": base, "task": spec})
+
+
 def needs_reference(cfg: RLConfig) -> bool:
     """Whether steps evaluate the frozen base model: only for a KL penalty (kl_coef > 0)."""
     return cfg.objective.kl_coef > 0
@@ -311,7 +317,7 @@ def heldout_accuracy(tr: Trainer, params, sampling: SamplingConfig, step: int) -
 def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spec: dict | None = None,
            task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool = True,
            chat_template: bool = False, label: str = "rl", dtype: str | None = None,
-           remat: bool = False, log_to: tuple[str, ...] = ()) -> RLResult:
+           remat: bool = False, log_to: tuple[str, ...] = (), base_id: str | None = None) -> RLResult:
     """Train (or resume) an RL run from the Hugging Face model dir `base_dir` into `out_dir`.
 
     task_spec: {"task": name, "config": {...}}; default: the base dir's catsim_task.json.
@@ -322,10 +328,13 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     dtype: compute dtype ("float32" or "bfloat16"; None keeps the checkpoint's); parameters and
     optimiser state are float32 whatever it is (mixed precision). remat: recompute
     block activations in the backward pass (memory for long responses on GPU).
+    base_id: what the base model is, for the resume fingerprint (default: its resolved path); a
+    content hash lets a moved or copied run directory resume (`catsim.experiments.maze_pieces`).
     """
     from tqdm.auto import tqdm
 
     t_start = time.perf_counter()
+    rundir.check_base_outside(base_dir, out_dir)
     tr, params, spec = _trainer(base_dir, cfg, task_spec, task, mesh, chat_template, dtype, remat)
     opt_state = tr.fns.optimizer.init(params)
     if mesh is not None:
@@ -336,8 +345,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         opt_state = jax.device_put(opt_state, jax.devices()[0])
     # a copy: the update donates (consumes) the parameters it is given
     ref_params = jax.tree.map(jnp.copy, params) if needs_reference(cfg) else None
-    settings = fingerprint_settings(cfg)
-    fp = rundir.fingerprint({"rl": settings, "base": str(Path(base_dir).resolve()), "task": spec})
+    fp = run_fingerprint(cfg, base_id or str(Path(base_dir).resolve()), spec)
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
     end, sampling = cfg.steps, tr.sampling
     gamma_schedule = cfg.gamma_schedule(tr.task.num_prompts("train"))

@@ -21,6 +21,7 @@ from catsim.errors import CatsimError
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import hidden_states
 from catsim.llm.rl.config import Method, ObjectiveConfig, RLConfig, RunConfig
+from catsim.llm.rl.rare import RareConfig
 from catsim.llm.rollout import Groups
 from catsim.llm.scoring import grouped_token_logps, over_logit_chunks, token_logps
 from catsim.objectives import advantages as adv_lib
@@ -349,7 +350,8 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
         optimizer=dataclasses.replace(cfg.optimizer, mini_batch_prompts=0, mini_batch_size=cfg.mini_batch),
         objective=dataclasses.replace(cfg.objective, max_sampling_rounds=1, adv_std="population",
                                       logprob_temperature="sampling",
-                                      dynamic_sampling=cfg.method_spec().dynamic_sampling))
+                                      dynamic_sampling=cfg.method_spec().dynamic_sampling),
+        rare=RareConfig())  # advantages come in with the batch; k against N = 1 would be refused
     return _make_functions(model_cfg, neutral, activation_sharding)
 
 
