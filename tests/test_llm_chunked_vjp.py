@@ -71,7 +71,7 @@ def test_probabilities_sum_to_one(over):
 
 @pytest.mark.parametrize("entropy", [True, False])
 @pytest.mark.parametrize(("over", "chunk"), [("vocab", 4), ("vocab", 7), ("vocab", 37), ("positions", 3),
-                                             ("positions", 10)])
+                                             ("positions", 10), ("vocab", None)])  # None: whole logits
 def test_gradients_equal_autodiff_tied(over, chunk, entropy):
     def ours(h, w, tau):
         return _loss(tempered_logps(h, w, TARGETS, tau, over=over, chunk=chunk, entropy=entropy), entropy)
@@ -86,7 +86,7 @@ def test_gradients_equal_autodiff_tied(over, chunk, entropy):
         _close(g, r)
 
 
-@pytest.mark.parametrize(("over", "chunk"), [("vocab", 6), ("positions", 4)])
+@pytest.mark.parametrize(("over", "chunk"), [("vocab", 6), ("positions", 4), ("vocab", None)])
 def test_gradients_equal_autodiff_untied(over, chunk):
     """An untied `unembed` is D x V: its vocabulary is the second axis and ∂w comes back D x V."""
     def ours(h, w_dv, tau):
@@ -102,9 +102,9 @@ def test_gradients_equal_autodiff_untied(over, chunk):
         _close(g, r)
 
 
-@pytest.mark.parametrize("over", ["vocab", "positions"])
-def test_gradients_under_jit_with_a_traced_temperature(over):
-    fn = jax.jit(jax.grad(lambda h, w, tau: _loss(tempered_logps(h, w, TARGETS, tau, over=over, chunk=9)),
+@pytest.mark.parametrize(("over", "chunk"), [("vocab", 9), ("positions", 9), ("vocab", None)])
+def test_gradients_under_jit_with_a_traced_temperature(over, chunk):
+    fn = jax.jit(jax.grad(lambda h, w, tau: _loss(tempered_logps(h, w, TARGETS, tau, over=over, chunk=chunk)),
                           argnums=(0, 1, 2)))
     got = fn(H, W, jnp.float32(0.5))
     want = jax.grad(lambda h, w, tau: _loss(_reference(h, w, tau)), argnums=(0, 1, 2))(H, W, 0.5)
@@ -112,20 +112,20 @@ def test_gradients_under_jit_with_a_traced_temperature(over):
         _close(g, r)
 
 
-@pytest.mark.parametrize("over", ["vocab", "positions"])
-def test_bfloat16_compute_keeps_float32_gradients_of_float32_weights(over):
+@pytest.mark.parametrize(("over", "chunk"), [("vocab", 8), ("positions", 8), ("vocab", None)])
+def test_bfloat16_compute_keeps_float32_gradients_of_float32_weights(over, chunk):
     """bf16 hidden states and float32 master weights (cast to bf16 slice by slice): the values
     equal the bf16-compute reference to float32 rounding (the same bf16 products); ∂w comes back
     float32 and equals autodiff's up to bf16 rounding (autodiff rounds ∂w to bf16 through the
     cast, the hand-written pass keeps it float32); ∂h comes back bf16."""
     h16 = H.astype(jnp.bfloat16)
-    logp, ent = tempered_logps(h16, W, TARGETS, 0.9, over=over, chunk=8)
+    logp, ent = tempered_logps(h16, W, TARGETS, 0.9, over=over, chunk=chunk)
     ref_logp, ref_ent = _reference(h16, W, 0.9, jnp.bfloat16)
     _close(logp, ref_logp)
     _close(ent, ref_ent)
 
     def ours(h, w):
-        return _loss(tempered_logps(h, w, TARGETS, 0.9, over=over, chunk=8))
+        return _loss(tempered_logps(h, w, TARGETS, 0.9, over=over, chunk=chunk))
 
     def ref(h, w):
         return _loss(_reference(h, w, 0.9, jnp.bfloat16))
@@ -135,6 +135,23 @@ def test_bfloat16_compute_keeps_float32_gradients_of_float32_weights(over):
     bf16_eps = float(jnp.finfo(jnp.bfloat16).eps)
     _close(dw, rw, ulps=4, eps=bf16_eps)
     _close(dh.astype(jnp.float32), rh.astype(jnp.float32), ulps=4, eps=bf16_eps)
+
+
+def test_whole_logits_within_their_budget_and_slices_beyond_it():
+    """chunk=None: whole logits while B·T·V fits `whole_budget` (one product of w fewer in the
+    backward pass), vocabulary slices beyond it; both give autodiff's gradients."""
+    from catsim.llm import chunked_logps
+
+    def loss(budget):
+        return lambda h, w: _loss(tempered_logps(h, w, TARGETS, 0.8, whole_budget=budget))
+
+    whole = jax.make_jaxpr(jax.grad(loss(B * T * V), argnums=(0, 1)))(H, W)
+    sliced = jax.make_jaxpr(jax.grad(loss(B * T * V - 1), argnums=(0, 1)))(H, W)
+    assert "scan" not in str(whole) and "scan" in str(sliced)
+    for got_w, got_s in zip(jax.grad(loss(B * T * V), argnums=(0, 1))(H, W),
+                            jax.grad(loss(B * T * V - 1), argnums=(0, 1))(H, W)):
+        _close(got_w, got_s)
+    assert chunked_logps.WHOLE_LOGITS_ELEMENTS == 1 << 28  # 1 GiB of float32 logits
 
 
 def test_chunk_size_follows_the_budget():
@@ -149,3 +166,19 @@ def test_chunk_size_follows_the_budget():
 def test_unknown_chunking_is_a_clear_error():
     with pytest.raises(CatsimError, match="over must be"):
         tempered_logps(H, W, TARGETS, over="rows")
+
+
+@pytest.mark.parametrize(("over", "chunk"), [("vocab", 5), ("positions", 4), ("vocab", None)])
+def test_a_logged_entropy_has_no_gradient(over, chunk):
+    """entropy_grad=False: the same entropy values, and the gradient of logp alone whatever the
+    entropy's cotangent (the RL loss logs the entropy at coefficient 0 without training it)."""
+    def ours(h, w, tau):
+        return _loss(tempered_logps(h, w, TARGETS, tau, over=over, chunk=chunk, entropy_grad=False))
+
+    def logp_only(h, w, tau):
+        return jnp.sum(G_LOGP * _reference(h, w, tau)[0])
+
+    _, ent = tempered_logps(H, W, TARGETS, 0.7, over=over, chunk=chunk, entropy_grad=False)
+    _close(ent, _reference(H, W, 0.7)[1])
+    for g, r in zip(jax.grad(ours, argnums=(0, 1, 2))(H, W, 0.7), jax.grad(logp_only, argnums=(0, 1, 2))(H, W, 0.7)):
+        _close(g, r)

@@ -16,6 +16,12 @@ Two ways to cut the logits:
 - "positions": chunks of C positions against the whole vocabulary; the backward pass accumulates
   ∂w over the chunks. For a projection split over devices along the vocabulary (FSDP): each device
   forms its own columns of every chunk, where slicing the vocabulary would gather the projection.
+- "whole" (chosen by itself when N·V fits `WHOLE_LOGITS_ELEMENTS` and no chunk is asked for): the
+  N x V logits are formed once and kept as the backward pass's residual, which then forms ∂z from
+  them instead of a fourth product of the output projection (1.3 s of a 9.5-s RL step at a
+  Qwen2.5-0.5B shape, docs/llm-scale.md), at N·V·4 bytes — what PyTorch keeps too.
+
+A trained entropy adds its term to ∂z; a logged one (`entropy_grad=False`) adds nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +35,10 @@ from catsim.errors import CatsimError
 
 # Largest logits slice formed at once, in float32 elements (128 MiB).
 LOGIT_CHUNK_ELEMENTS = 1 << 25
+# Whole logits up to this many float32 elements (1 GiB): formed once and kept for the backward pass
+# (as PyTorch keeps them), which then needs no second product of the output projection. Beyond
+# it, "vocab" slices (or position chunks) as above.
+WHOLE_LOGITS_ELEMENTS = 1 << 28
 
 
 def chunk_size(rows: int, vocab: int, over: str, budget: int = LOGIT_CHUNK_ELEMENTS) -> int:
@@ -40,7 +50,8 @@ def chunk_size(rows: int, vocab: int, over: str, budget: int = LOGIT_CHUNK_ELEME
 
 
 def tempered_logps(h_BxTxD, w, targets_BxT, temperature=1.0, *, vocab_axis: int = 0, entropy: bool = True,
-                   over: str = "vocab", chunk: int | None = None):
+                   entropy_grad: bool = True, over: str = "vocab", chunk: int | None = None,
+                   whole_budget: int = WHOLE_LOGITS_ELEMENTS):
     """(log π_τ(target), entropy of π_τ or None), both B x T float32, of π_τ = softmax(z / τ) with
     logits z = h · wᵀ (w cast to h's dtype, float32 products, as `transformer.output_logits`),
     without forming B x T x V logits.
@@ -48,16 +59,23 @@ def tempered_logps(h_BxTxD, w, targets_BxT, temperature=1.0, *, vocab_axis: int 
     w: the output projection, V x D (vocab_axis 0, a tied embedding) or D x V (vocab_axis 1), in
     its storage dtype (float32 masters under bf16 compute: ∂w comes back float32, summed in
     float32). over: "vocab" or "positions" (module docstring); chunk: its entries per chunk
-    (default `chunk_size`). Gradients flow to h, w and τ.
+    (default `chunk_size`). With neither `chunk` nor "positions" given, logits of at most
+    `whole_budget` float32 elements are formed whole and kept for the backward pass ("whole": one
+    product of the output projection fewer, at B·T·V·4 bytes). Gradients flow to h, w and τ;
+    `entropy_grad=False` returns the entropy as a value only (logged, not trained: its cotangent is
+    taken as zero and the backward pass skips its B·T·V term).
     """
     if over not in ("vocab", "positions"):
         raise CatsimError(f"over must be 'vocab' or 'positions', got {over!r}")
     b, t, d = h_BxTxD.shape
     limit = w.shape[vocab_axis] if over == "vocab" else b * t
     c = min(chunk or chunk_size(b * t, w.shape[vocab_axis], over), limit)
+    if over == "vocab" and chunk is None and b * t * w.shape[vocab_axis] <= whole_budget:
+        over = "whole"
     temperature = jnp.asarray(temperature, jnp.float32)
+    mode = (True if entropy_grad else "value") if entropy else False  # static: how the entropy is returned
     logp_N, ent_N = _tempered_logps(h_BxTxD.reshape(b * t, d), w, targets_BxT.reshape(b * t), temperature,
-                                    vocab_axis, c, entropy, over)
+                                    vocab_axis, c, mode, over)
     return logp_N.reshape(b, t), None if ent_N is None else ent_N.reshape(b, t)
 
 
@@ -184,6 +202,32 @@ def _positions_bwd(h_NxD, w, targets_N, temperature, lse_N, ent_N, g_logp_N, g_e
     return dh.reshape(-1, h_NxD.shape[1])[:h_NxD.shape[0]], dw.astype(w.dtype), dtau
 
 
+# ----------------------------------------------------------------------------- whole logits
+def _whole_fwd(h_NxD, w, targets_N, temperature, vocab_axis, entropy):
+    z_NxV = _logits(h_NxD, w.astype(h_NxD.dtype), vocab_axis, temperature)
+    lse_N = jax.nn.logsumexp(z_NxV, axis=1)
+    logp_N = jnp.take_along_axis(z_NxV, targets_N[:, None], axis=1)[:, 0] - lse_N
+    ent_N = None
+    if entropy:
+        logp_NxV = z_NxV - lse_N[:, None]
+        ent_N = -jnp.sum(jnp.exp(logp_NxV) * logp_NxV, axis=1)
+    return logp_N, lse_N, ent_N, z_NxV
+
+
+def _whole_bwd(h_NxD, w, targets_N, temperature, lse_N, ent_N, g_logp_N, g_ent_N, vocab_axis, z_NxV):
+    """∂z of the kept logits at once, then its two products (XLA writes ∂z over the dying z)."""
+    w_cast = w.astype(h_NxD.dtype)
+    hit_NxV = jnp.arange(z_NxV.shape[1], dtype=jnp.int32) == targets_N[:, None]
+    dz_NxV = _dlogits(z_NxV, hit_NxV, lse_N, ent_N, g_logp_N, g_ent_N)
+    dtau = -jnp.sum(dz_NxV * z_NxV)
+    dz_NxV = dz_NxV / temperature
+    dh_NxD = jnp.einsum("nv,vd->nd" if vocab_axis == 0 else "nv,dv->nd", dz_NxV, w_cast,
+                        preferred_element_type=jnp.float32)
+    dw = jnp.einsum("nv,nd->vd" if vocab_axis == 0 else "nv,nd->dv", dz_NxV, h_NxD,
+                    preferred_element_type=jnp.float32)
+    return dh_NxD, dw.astype(w.dtype), dtau
+
+
 # ----------------------------------------------------------------------------- the custom VJP
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5, 6, 7))
 def _tempered_logps(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy, over):
@@ -191,17 +235,26 @@ def _tempered_logps(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy
 
 
 def _tempered_logps_fwd(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy, over):
+    if over == "whole":
+        logp_N, lse_N, ent_N, z_NxV = _whole_fwd(h_NxD, w, targets_N, temperature, vocab_axis, entropy)
+        return (logp_N, ent_N), (h_NxD, w, targets_N, temperature, lse_N, ent_N, z_NxV)
     fwd = _vocab_fwd if over == "vocab" else _positions_fwd
     logp_N, lse_N, ent_N = fwd(h_NxD, w, targets_N, temperature, vocab_axis, chunk, entropy)
-    return (logp_N, ent_N), (h_NxD, w, targets_N, temperature, lse_N, ent_N)
+    return (logp_N, ent_N), (h_NxD, w, targets_N, temperature, lse_N, ent_N, None)
 
 
 def _tempered_logps_bwd(vocab_axis, chunk, entropy, over, residuals, cotangents):
-    h_NxD, w, targets_N, temperature, lse_N, ent_N = residuals
+    h_NxD, w, targets_N, temperature, lse_N, ent_N, z_NxV = residuals
     g_logp_N, g_ent_N = cotangents
-    bwd = _vocab_bwd if over == "vocab" else _positions_bwd
-    dh_NxD, dw, dtau = bwd(h_NxD, w, targets_N, temperature, lse_N, ent_N, g_logp_N, g_ent_N if entropy else None,
-                           vocab_axis, chunk)
+    if entropy is not True:  # none, or a value only ("value"): no entropy term in ∂z
+        ent_N, g_ent_N = None, None
+    if over == "whole":
+        dh_NxD, dw, dtau = _whole_bwd(h_NxD, w, targets_N, temperature, lse_N, ent_N, g_logp_N, g_ent_N,
+                                      vocab_axis, z_NxV)
+    else:
+        bwd = _vocab_bwd if over == "vocab" else _positions_bwd
+        dh_NxD, dw, dtau = bwd(h_NxD, w, targets_N, temperature, lse_N, ent_N, g_logp_N, g_ent_N, vocab_axis,
+                               chunk)
     return dh_NxD.astype(h_NxD.dtype), dw, None, (dtau / temperature).astype(temperature.dtype)
 
 

@@ -5,9 +5,10 @@ RL (behaviour/reference log-probs and the loss), evaluation (ΔNLL_rare, answer 
 answer-mass reader all score through `token_logps`: position t predicts token t+1, so every array
 here is B x (T−1), aligned with the targets tokens[:, 1:].
 
-Memory: B x T x V logits never exist. Log-probs and entropies are formed chunk by chunk by
-`chunked_logps.tempered_logps`, which has its own backward pass (slices of the vocabulary, or
-chunks of positions on an FSDP mesh: `logits_chunking`); other readers of the logits (asym-GRPO's
+Memory: B x T x V logits exist only within `chunked_logps.WHOLE_LOGITS_ELEMENTS` (1 GiB of float32,
+kept for the backward pass, as PyTorch keeps them); beyond it log-probs and entropies are formed
+chunk by chunk by `chunked_logps.tempered_logps`, which has its own backward pass (slices of the
+vocabulary, or chunks of positions on an FSDP mesh: `logits_chunking`); other readers of the logits (asym-GRPO's
 confidence) go through `over_logit_chunks`, chunks of positions under `jax.checkpoint`.
 """
 
@@ -86,25 +87,27 @@ def logits_chunking(activation_sharding) -> str:
 
 
 def token_logps(params: Params, model_cfg: ModelConfig, tokens_BxT, real_BxT, activation_sharding=None, *,
-                temperature=1.0, entropy: bool = True, chunk: int | None = None):
+                temperature=1.0, entropy: bool = True, entropy_grad: bool = True, chunk: int | None = None):
     """(log π_τ(token_t+1 | ≤ t), entropy of π_τ at t or None), both B x (T−1), float32.
 
     π_τ = softmax(logits / τ): `temperature` τ (a traced scalar is fine) is the one the rollouts
     were sampled at when the importance ratio must describe that distribution (verl divides the
     logits the same way); τ = 1 is the model itself. entropy: False skips it. Logits are formed
     chunk by chunk (`chunked_logps.tempered_logps`; `chunk`: its entries per chunk, vocabulary
-    entries or positions as `logits_chunking(activation_sharding)` says), never all at once.
+    entries or positions as `logits_chunking(activation_sharding)` says) or, within
+    `chunked_logps.WHOLE_LOGITS_ELEMENTS`, whole. entropy_grad: False returns the entropy as a value
+    only (no gradient through it).
     """
     h_BxTxD = hidden_states(params, model_cfg, tokens_BxT, mask_BxT=real_BxT,
                             activation_sharding=activation_sharding)[:, :-1]
     w, vocab_axis = output_projection(params, model_cfg)
     return tempered_logps(h_BxTxD, w, tokens_BxT[:, 1:], temperature, vocab_axis=vocab_axis, entropy=entropy,
-                          over=logits_chunking(activation_sharding), chunk=chunk)
+                          entropy_grad=entropy_grad, over=logits_chunking(activation_sharding), chunk=chunk)
 
 
 def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prompt_real_PxW, tokens_BxM,
                         real_BxM, activation_sharding=None, *, temperature=1.0, entropy: bool = True,
-                        chunk: int | None = None):
+                        entropy_grad: bool = True, chunk: int | None = None):
     """`token_logps` of the completions of groups that share their prompt, each prompt run once.
 
     Row b (of B = P·n, prompt-major) is prompt row b // n of `prompt_PxW` (left-padded) followed
@@ -136,7 +139,7 @@ def grouped_token_logps(params: Params, model_cfg: ModelConfig, prompt_PxW, prom
         h_BxMxD = jnp.concatenate([h_BxMxD, h_comp], axis=1)
     w, vocab_axis = output_projection(params, model_cfg)
     return tempered_logps(h_BxMxD, w, tokens_BxM, temperature, vocab_axis=vocab_axis, entropy=entropy,
-                          over=logits_chunking(activation_sharding), chunk=chunk)
+                          entropy_grad=entropy_grad, over=logits_chunking(activation_sharding), chunk=chunk)
 
 
 @functools.lru_cache(maxsize=8)

@@ -365,14 +365,16 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
         return token_logps(params, model_cfg, tokens, real, activation_sharding, temperature=temperature,
                            entropy=False)
 
+    trained_entropy = cfg.objective.entropy_coef > 0  # else logged only: no B·T·V term in the backward pass
+
     def loss_fn(params, batch, temperature):
         if "prompt_tokens" in batch:  # `shared_prompt_batch`: each group's prompt runs once
             logp, ent = grouped_token_logps(params, model_cfg, batch["prompt_tokens"], batch["prompt_real"],
                                             batch["tokens"], batch["real"], activation_sharding,
-                                            temperature=temperature)
+                                            temperature=temperature, entropy_grad=trained_entropy)
         else:
             logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
-                                    temperature=temperature)
+                                    temperature=temperature, entropy_grad=trained_entropy)
         if cfg.objective.entropy_coef == 0:
             ent = jax.lax.stop_gradient(ent)  # logged only: no backward pass through it
         # no old_logp: the batch was sampled from these very parameters (one update per step)
