@@ -75,7 +75,6 @@ METHODS = (
 )
 
 
-
 def _registry_rows(methods: tuple[Method, ...]) -> tuple[Method, ...]:
     """A row for every registry rule no row above runs (at its defaults, k = min(4, N/2)): a rule
     added to the registry enters the study by itself."""

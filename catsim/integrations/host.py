@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from catsim.errors import CatsimError
+from catsim.objectives import _validate as v
 from catsim.objectives import registry
 
 __all__ = ["Estimator", "FOCAL_PREFIX", "DEFAULT_GAMMA", "DEFAULT_OPTIONS", "OPTION_NAMES", "estimator_names",
@@ -46,7 +47,6 @@ _OPTION_FIELDS = tuple(f.name for f in dataclasses.fields(registry.Options))
 OPTION_NAMES = ("gamma", *_OPTION_FIELDS)  # the keys of `options_from`
 # Whole-number options: those whose default in registry.Options is an int (k, ddof).
 _INTEGER = frozenset(f.name for f in dataclasses.fields(registry.Options) if type(f.default) is int)
-_FLOAT32_MAX = float(np.finfo(np.float32).max)  # the rules compute in float32: 1e39 is inf there
 # option -> (test of its value, what the value must be); every value must also be a finite float32
 _NEEDS = {
     "gamma": (lambda x: x >= 0, "a finite number >= 0"),
@@ -84,8 +84,8 @@ def _option(option: str, value, label: str, *, parse: bool):
         raise refuse()
     if x != x or abs(x) == math.inf:  # NaN, ±inf (math.isfinite would overflow on a huge int)
         raise refuse()
-    if abs(x) > _FLOAT32_MAX:
-        raise refuse(f" within float32 (|x| <= {_FLOAT32_MAX:.4g})")
+    if abs(x) > v.FLOAT32_MAX:
+        raise refuse(f" within float32 (|x| <= {v.FLOAT32_MAX:.4g})")
     if integer and not (isinstance(x, int | np.integer) or (parse and float(x).is_integer())):
         raise refuse()
     x = int(x) if integer else float(x)
@@ -251,7 +251,7 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
 
 def _check_finite(rewards_B: np.ndarray, index_B: Sequence) -> None:
     """Refuse ±inf (and float32 overflow): a broken reward function, not an unscorable sample (NaN)."""
-    bad = np.flatnonzero(~np.isnan(rewards_B) & ~(np.abs(rewards_B) <= _FLOAT32_MAX))
+    bad = np.flatnonzero(~np.isnan(rewards_B) & ~(np.abs(rewards_B) <= v.FLOAT32_MAX))
     if bad.size:
         i = int(bad[0])
         raise CatsimError(f"reward {rewards_B[i]:g} at position {i} of the batch (group {index_B[i]!r}) is not a "

@@ -338,8 +338,9 @@ def make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=No
     by `scoring.grouped_token_logps`). The parameters and optimiser state passed to update_fn are
     donated (their buffers are reused for the result): callers keep only what it returns.
 
-    Log-probs and entropies are scored in chunks of positions (`catsim.llm.scoring`): no B x T x V
-    logits exist; the entropy carries no gradient when its coefficient is 0 (it is still logged).
+    Log-probs and entropies are scored by `catsim.llm.scoring`: whole B x T x V logits only within
+    `chunked_logps.WHOLE_LOGITS_ELEMENTS`, slices beyond it; at entropy coefficient 0 the entropy is
+    logged only (`entropy_grad=False`: no term of it in the backward pass).
     """
     # settings that only steer the host loop (γ enters through the advantages) share one compilation;
     # so do group sizes with the same rollouts per step (the compiled code sees rows, not groups)
@@ -375,8 +376,6 @@ def _make_functions(model_cfg: ModelConfig, cfg: RLConfig, activation_sharding=N
         else:
             logp, ent = token_logps(params, model_cfg, batch["tokens"], batch["real"], activation_sharding,
                                     temperature=temperature, entropy_grad=trained_entropy)
-        if cfg.objective.entropy_coef == 0:
-            ent = jax.lax.stop_gradient(ent)  # logged only: no backward pass through it
         # no old_logp: the batch was sampled from these very parameters (one update per step)
         old = batch["old_logp"] if "old_logp" in batch else jax.lax.stop_gradient(logp)
         return policy_loss(logp, old, batch["adv"], batch["loss_mask"], spec, cfg,
