@@ -45,7 +45,7 @@ def main() -> int:
     t0 = time.perf_counter()
     base = maze_study._warm_up(sp, task, out / "base", 0, False)
     sft_s = time.perf_counter() - t0
-    cfg = maze_study._rl_config(sp, "f-grpo", args.group_size, 0.5, 0, task.max_answer_chars + 1)
+    cfg = maze_study.rl_config(sp, "f-grpo", args.group_size, 0.5, 0, task.max_answer_chars + 1)
     t0 = time.perf_counter()
     run_rl(base, out / "rl", cfg, progress=False, overwrite=True)
     wall = time.perf_counter() - t0

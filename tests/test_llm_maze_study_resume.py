@@ -175,7 +175,7 @@ def test_a_state_fingerprinted_by_path_resumes_in_place_and_is_named_when_moved(
     shutil.copytree(finished, out)
     run = out / "s0" / "grpo-N2"
     task = study_module._task(sp)
-    cfg = study_module._rl_config(sp, "grpo", 2, 0.0, 0, task.max_answer_chars + 1)
+    cfg = study_module.rl_config(sp, "grpo", 2, 0.0, 0, task.max_answer_chars + 1)
     run_rl(out / "s0" / "base", run, cfg, overwrite=True, progress=False)  # no base_id: the path
     (run / "eval.json").write_text("{")
     capsys.readouterr()

@@ -82,7 +82,7 @@ def test_the_first_rl_steps_reproduce_the_published_run(published, tmp_path):
 
     sp = maze_presets.cpu()
     task = study._task(sp)
-    cfg = study._rl_config(sp, "grpo", 8, 0.0, 0, task.max_answer_chars + 1)
+    cfg = study.rl_config(sp, "grpo", 8, 0.0, 0, task.max_answer_chars + 1)
     steps = 15
     run_rl(STUDY / "s0" / "base", tmp_path / "rl", cfg, stop_after=steps, progress=False)
     now = np.asarray([r["reward"] for r in read_log(tmp_path / "rl")])

@@ -262,15 +262,19 @@ def regime_lines(results: dict) -> list[str]:
     ]
 
 
-def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | None = None) -> Path:
+def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | None = None,
+                 arms: dict | None = None, trl: dict | None = None) -> Path:
     """report.md, the figures and results.json in `out_dir`; returns the path of report.md.
-    `study_dir`: the study directory, named in the report's commands. The files are made in a
-    temporary folder and moved into `out_dir` once all are made: a failure leaves nothing behind."""
+    `study_dir`: the study directory, named in the report's commands; `arms`: the study's arms.json
+    (`maze_arms.load_arms`), reported with its own figures, and `trl` its trl.json
+    (`maze_trl.load_trl`), the cross-trainer table: both copied beside results.json. The files
+    are made in a temporary folder and moved into `out_dir` once all are made: a failure leaves
+    nothing behind."""
     out = Path(out_dir)
     anchor = next(p for p in (out, *out.parents) if p.exists())  # on the same file system as `out`
     stage = Path(tempfile.mkdtemp(prefix=".maze-report-", dir=anchor))
     try:
-        _write_files(results, stage, out_dir, study_dir)
+        _write_files(results, stage, out_dir, study_dir, arms, trl)
         out.mkdir(parents=True, exist_ok=True)
         for f in sorted(stage.iterdir()):
             os.replace(f, out / f.name)
@@ -279,7 +283,8 @@ def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | 
     return out / "report.md"
 
 
-def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str | Path | None) -> None:
+def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str | Path | None,
+                 arms: dict | None, trl: dict | None) -> None:
     """write_report's files, made in `stage`."""
     out = Path(out_dir)
     plots.plot_passk(results, stage / FIGURES[0])
@@ -289,6 +294,18 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
     plots.plot_pvalues(results, stage / FIGURES[3])
     if study_dir is None or Path(study_dir).resolve() != out.resolve():
         write_text(stage / "results.json", json.dumps(results, indent=1) + "\n")
+        for name, extra in (("arms.json", arms), ("trl.json", trl)):
+            if extra is not None:
+                write_text(stage / name, json.dumps(extra, indent=1) + "\n")
+    arm_lines = []
+    if trl is not None:
+        from catsim.experiments.maze_trl import report_lines
+
+        arm_lines = [*report_lines(trl), ""]
+    if arms is not None:
+        from catsim.experiments.maze_arms_report import arms_section
+
+        arm_lines = arms_section(arms, results, stage)[0] + arm_lines
     p = results["preset"]
     prov = results.get("provenance", {})
     study = study_dir if study_dir is not None else "STUDY_DIR"
@@ -305,10 +322,14 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
             "Seed mean ± sample std (ddof 1) over the seeds of each row.", "", *table_lines(results), "",
             "## How this regime differs from the paper's", "", *regime_lines(results), "",
             "## F-GRPO − GRPO: paired test", "", *test_lines(results), "",
-            "## Each method against its warm-up: paired test", "", *change_lines(results), "",
+            "## Each method against its warm-up: paired test", "", *change_lines(results), "", *arm_lines,
             "## Figures", "", *[f"![{f}]({f})" for f in FIGURES], "",
             "## Commands", "", "```bash",
             f"catsim llm maze-study --out {study} --preset {p['name']} --max-runs R   # pieces; each rerun resumes",
+            *([f"catsim llm maze-study --out {study} --preset {p['name']} --arms all --max-runs R   # the arms"]
+              if arms is not None else []),
+            *([f"catsim llm maze-study --out {study} --preset {p['name']} --trainer trl --max-runs R   # TRL"]
+              if trl is not None else []),
             f"catsim llm maze-study --out {study} --report {out_dir}", "```", "",
             (f"RL wall time per step, mean over runs: {np.mean(rl):.3f} s (range {min(rl):.3f}–{max(rl):.3f} s)."
              if rl else ""),

@@ -207,10 +207,18 @@ def evaluate(sp: StudyPreset, task, model_dir: Path, *, n: int, n_prompts: int, 
     return json.loads(json.dumps(res))  # the keys as results.json reads them back (k as strings)
 
 
-def _rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, max_new: int):
+def rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, max_new: int, *,
+              options: dict | None = None, updates: int = 0, steps: int = 0, snapshot_every: int = 0):
+    """The RLConfig of a study run: GRPO (`method` "grpo") or F-GRPO at γ (`method` "f-grpo") at N
+    with the preset's batch, learning rate and snapshots. An arm (`catsim.experiments.maze_arms`)
+    adds flat `options` (`RLConfig.from_flat` names: method, gamma schedule, coefficients), its own
+    optimizer `updates` per step (mini-batches of whole groups), `steps` and `snapshot_every`."""
     from catsim.llm.rl import RLConfig
 
-    prompts, updates = sp.prompts(n), sp.updates(n)
+    steps = steps or sp.rl_steps
+    prompts, updates = sp.prompts(n), updates or sp.updates(n)
+    if prompts % updates:
+        raise CatsimError(f"{updates} updates per step need the {prompts} prompts of a step to divide evenly")
     mini = prompts // updates * n
     fields = {"method": "grpo", "group_size": n}
     if sp.rollout_batch and sp.rollout_batch < prompts * n:  # whole groups per generate call
@@ -219,19 +227,18 @@ def _rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, ma
         fields["micro_batch_size"] = sp.micro_batch
     if method == "f-grpo":
         fields["gamma"] = gamma
-    return RLConfig.from_flat(**fields, steps=sp.rl_steps, prompts_per_step=prompts,
+    fields.update(options or {})
+    return RLConfig.from_flat(**fields, steps=steps, prompts_per_step=prompts,
                               mini_batch_size=mini, learning_rate=sp.learning_rate,
                               warmup_steps=sp.warmup_steps, max_new_tokens=max_new, seed=seed,
-                              data_seed=sp.data_seed, snapshot_every=sp.snapshot_every(),
-                              save_every=max(1, min(50, sp.rl_steps // sp.checkpoints)))
+                              data_seed=sp.data_seed, snapshot_every=snapshot_every or sp.snapshot_every(),
+                              save_every=max(1, min(50, steps // sp.checkpoints)))
 
 
 def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, log_to: tuple = (),
               max_runs: int | None = None, say=print) -> dict | None:
     """Run (or resume) the study in `out_dir` and write results.json; returns the results, or None
     when `max_runs` RL runs were done this call and more remain (rerun to go on)."""
-    from catsim.llm.rl import run_rl
-
     out = Path(out_dir)
     task = _task(sp)
     write_study_file = _check_study_file(out, sp, say)  # every check before the first file is written
@@ -240,7 +247,6 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
             _check_warm_up(sp, out / f"s{seed}" / "base", seed)
     if write_study_file:
         _write(out / STUDY_FILE, {"preset": _preset_json(sp)})
-    max_new = task.max_answer_chars + 1
     t0 = time.perf_counter()
     runs = run_names(sp)
     bases: dict[int, dict] = {}
@@ -248,47 +254,67 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
     done_now = 0
     for i, (method, n, gamma, seed) in enumerate(runs):
         sdir = out / f"s{seed}"
-        if seed not in bases:
-            base_dir = _warm_up(sp, task, sdir / "base", seed, progress)
-            bases[seed] = _read_base(sp, sdir, say) or _write(sdir / "base_eval.json", evaluate(
-                sp, task, base_dir, n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks, label=f"s{seed} eval base",
-                progress=progress, solution_mass=True))
-            say(f"seed {seed}: warm-up greedy solve rate {bases[seed]['greedy_solve_rate']:.3f}, "
-                f"pass@1 {bases[seed]['pass_at_k']['1']:.3f}")
+        ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
         label = run_label(method, n, gamma)
-        rdir = sdir / label
         if _read_run(sp, sdir, method, n, gamma, seed, say) is not None:
             continue
         if max_runs is not None and done_now >= max_runs:
             say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
             return None
-        cfg = _rl_config(sp, method, n, gamma, seed, max_new)
-        if seed not in base_ids:
-            base_ids[seed] = base_identity(sdir / "base")
-        result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to,
-                        base_id=rl_base_id(rdir, sdir / "base", cfg, base_ids[seed]))
-        final = evaluate(sp, task, Path(result.out_dir) / "model", n=sp.eval_n, n_prompts=sp.eval_prompts,
-                         ks=sp.ks, label=f"s{seed} eval {label}", progress=progress, solution_mass=True)
-        curve = []
-        for snap in sorted((rdir / "checkpoints").glob("step_*")):
-            e = evaluate(sp, task, snap, n=sp.curve_n, n_prompts=sp.curve_prompts, ks=sp.ks,
-                         label=f"s{seed} {label} {snap.name}", progress=progress, solution_mass=False)
-            curve.append({"step": int(snap.name.split("_")[1]), "pass_at_k": e["pass_at_k"],
-                          "greedy_solve_rate": e["greedy_solve_rate"]})
-        from catsim.llm.rl import read_log
-
-        log = read_log(rdir)
-        _write(rdir / "eval.json", {"method": method, "group_size": n, "gamma": gamma, "seed": seed,
-                                    "label": label, "final": final, "curve": curve,
-                                    "rl_seconds": float(sum(r["step_seconds"] for r in log)),
-                                    "reward_curve": [float(r["reward"]) for r in log]})
+        cfg = rl_config(sp, method, n, gamma, seed, task.max_answer_chars + 1)
+        ev = train_and_evaluate(sp, task, sdir, label, cfg, {"method": method, "group_size": n, "gamma": gamma,
+                                                            "seed": seed}, base_ids, progress=progress, log_to=log_to)
         done_now += 1
-        say(f"[{i + 1}/{len(runs)}] s{seed} {label}: pass@1 {final['pass_at_k'].get('1', float('nan')):.3f}, "
-            f"greedy {final['greedy_solve_rate']:.3f}, RL {sum(r['step_seconds'] for r in log) / len(log):.3f} s/step")
+        say(f"[{i + 1}/{len(runs)}] s{seed} {label}: {run_summary(ev)}")
     results = collect(out, sp, say)
     results["seconds_this_call"] = time.perf_counter() - t0
     results["provenance"] = provenance.collect()
     return _write(out / RESULTS_FILE, results)
+
+
+def ensure_base(sp: StudyPreset, task, sdir: Path, seed: int, bases: dict, *, progress: bool, say) -> dict:
+    """Seed `seed`'s warm-up (trained when missing) and its evaluation, kept in `bases`."""
+    if seed not in bases:
+        base_dir = _warm_up(sp, task, sdir / "base", seed, progress)
+        bases[seed] = _read_base(sp, sdir, say) or _write(sdir / "base_eval.json", evaluate(
+            sp, task, base_dir, n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks, label=f"s{seed} eval base",
+            progress=progress, solution_mass=True))
+        say(f"seed {seed}: warm-up greedy solve rate {bases[seed]['greedy_solve_rate']:.3f}, "
+            f"pass@1 {bases[seed]['pass_at_k']['1']:.3f}")
+    return bases[seed]
+
+
+def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, record: dict, base_ids: dict, *,
+                       progress: bool, log_to: tuple = ()) -> dict:
+    """Train (or resume) the RL run `sdir/label` from the seed's warm-up, evaluate its final policy
+    and every snapshot, and write its eval.json: `record` (what the run is) with the evaluations, the
+    RL time and the reward per step."""
+    from catsim.llm.rl import read_log, run_rl
+
+    seed, rdir = cfg.run.seed, sdir / label
+    if seed not in base_ids:
+        base_ids[seed] = base_identity(sdir / "base")
+    result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to,
+                    base_id=rl_base_id(rdir, sdir / "base", cfg, base_ids[seed]))
+    final = evaluate(sp, task, Path(result.out_dir) / "model", n=sp.eval_n, n_prompts=sp.eval_prompts,
+                     ks=sp.ks, label=f"s{seed} eval {label}", progress=progress, solution_mass=True)
+    curve = []
+    for snap in sorted((rdir / "checkpoints").glob("step_*")):
+        e = evaluate(sp, task, snap, n=sp.curve_n, n_prompts=sp.curve_prompts, ks=sp.ks,
+                     label=f"s{seed} {label} {snap.name}", progress=progress, solution_mass=False)
+        curve.append({"step": int(snap.name.split("_")[1]), "pass_at_k": e["pass_at_k"],
+                      "greedy_solve_rate": e["greedy_solve_rate"]})
+    log = read_log(rdir)
+    return _write(rdir / "eval.json", {**record, "seed": seed, "label": label, "final": final, "curve": curve,
+                                       "rl_seconds": float(sum(r["step_seconds"] for r in log)),
+                                       "reward_curve": [float(r["reward"]) for r in log]})
+
+
+def run_summary(ev: dict) -> str:
+    """One line of a finished run: its final pass@1, greedy solve rate and RL time per step."""
+    steps = max(1, len(ev["reward_curve"]))
+    return (f"pass@1 {ev['final']['pass_at_k'].get('1', float('nan')):.3f}, greedy "
+            f"{ev['final']['greedy_solve_rate']:.3f}, RL {ev['rl_seconds'] / steps:.3f} s/step")
 
 
 def collect(out: Path, sp: StudyPreset, say=print) -> dict:
@@ -337,13 +363,16 @@ def solution_prob_change(run: dict, base: dict) -> float:
 
 
 def _pooled(runs: list[dict], method: str, n: int, gamma: float) -> dict[int, list[int]]:
+    """{seed: per-maze correct counts} of one (method, N, γ)'s runs."""
     return {r["seed"]: r["final"]["num_correct"] for r in runs
             if r["method"] == method and r["group_size"] == n and r["gamma"] == gamma}
 
 
-def _paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], seed: int, alpha: float) -> list[dict]:
-    """B − A at every k ≤ m over the (seed, maze) units of the seeds both hold, with each seed's own
-    full-sample Δ beside the pooled test (the seeds' spread, which the maze-level test does not see)."""
+def paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], seed: int, alpha: float,
+           ks=None) -> list[dict]:
+    """B − A at every k ≤ m (or at `ks`) over the (seed, maze) units of the seeds both hold, with each
+    seed's own full-sample Δ beside the pooled test (the seeds' spread, which the maze-level test does
+    not see). `a`, `b`: {seed: per-maze correct counts of n samples}."""
     from catsim.llm.metrics import paired_subsample_test, pass_at_k
 
     seeds = sorted(set(a) & set(b))
@@ -352,7 +381,7 @@ def _paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], s
     ca = np.concatenate([a[s] for s in seeds])
     cb = np.concatenate([b[s] for s in seeds])
     out = []
-    for k in (k for k in sp.ks if k <= sp.test_m):
+    for k in (k for k in (sp.ks if ks is None else ks) if k <= sp.test_m):
         res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
                                     seed=seed + k)
         per_seed = {str(s): float(pass_at_k(sp.eval_n, np.asarray(b[s]), k).mean()
@@ -369,7 +398,7 @@ def paired_tests(runs: list[dict], sp: StudyPreset, alpha: float = 0.05) -> list
     for n, _ in sp.plan:
         plain = _pooled(runs, "grpo", n, 0.0)
         for gamma in sp.gammas:
-            for t in _paired(sp, plain, _pooled(runs, "f-grpo", n, gamma), 1000 * n, alpha):
+            for t in paired(sp, plain, _pooled(runs, "f-grpo", n, gamma), 1000 * n, alpha):
                 tests.append({"group_size": n, "gamma": gamma, **t})
     return tests
 
@@ -381,7 +410,7 @@ def change_tests(runs: list[dict], bases: dict[int, dict], sp: StudyPreset, alph
     tests = []
     for n, _ in sp.plan:
         for method, gamma in [("grpo", 0.0)] + [("f-grpo", g) for g in sp.gammas]:
-            for t in _paired(sp, warm, _pooled(runs, method, n, gamma), 1000 * n + 500, alpha):
+            for t in paired(sp, warm, _pooled(runs, method, n, gamma), 1000 * n + 500, alpha):
                 tests.append({"method": method, "group_size": n, "gamma": gamma, **t})
     return tests
 

@@ -6,6 +6,8 @@ Resumable: rerun the same command to go on (a different preset in the same --out
 examples:
   catsim llm maze-study --out runs/maze-study --preset cpu              # the CPU study (split: --max-runs)
   catsim llm maze-study --out runs/maze-paper --preset paper            # App. K as written (a GPU)
+  catsim llm maze-study --out runs/maze-study --arms all --max-runs 4   # the arms (after the study)
+  catsim llm maze-study --out runs/maze-study --trainer trl --max-runs 2  # GRPO / F-GRPO inside TRL
   catsim llm maze-study --out runs/maze-study --report figures/maze-study   # report + figures only
 """
 
@@ -28,6 +30,12 @@ def register(subparsers) -> None:
     parser.add_argument("--seeds", type=int, help="seeds (warm-ups) for every N (default: the preset's plan)")
     parser.add_argument("--group-sizes", help="comma list of N (default: the preset's)")
     parser.add_argument("--gammas", help="comma list of F-GRPO γ (default: the preset's, 0.5,1 for paper/cpu)")
+    parser.add_argument("--arms", metavar="NAMES",
+                        help="run the study's arms instead: 'all' or a comma list of arm names (the preset's "
+                             "arms: entropy, KL, DAPO, CISPO, switch, γ ramp, 4 updates, horizon; default: off)")
+    parser.add_argument("--trainer", choices=("catsim", "trl"), default="catsim",
+                        help="trl: GRPO (TRL's GRPOTrainer) and F-GRPO γ = 0.5 (catsim's TRL plug-in) from the "
+                             "study's warm-ups, evaluated by catsim, after the study (needs .[trl]; default: catsim)")
     parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all)")
     parser.add_argument("--report", metavar="DIR",
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
@@ -56,15 +64,24 @@ def run(args) -> int:
     from catsim.cli.main import check_output_path
 
     if args.report:
+        from catsim.experiments.maze_arms import load_arms
         from catsim.experiments.maze_report import write_report
         from catsim.experiments.maze_study import load_results
+        from catsim.experiments.maze_trl import load_trl
 
         results = load_results(args.out)
+        arms, trl = load_arms(args.out), load_trl(args.out)
         check_output_path(f"{args.report}/report.md", "--report")
-        print(f"report: {write_report(results, args.report, study_dir=args.out)}")
+        print(f"report: {write_report(results, args.report, study_dir=args.out, arms=arms, trl=trl)}")
         return 0
     sp = preset_from_args(args)  # every check before any work
     check_output_path(f"{args.out}/study.json", "--out")
+    if args.arms is not None and args.trainer == "trl":
+        raise CatsimError("--arms and --trainer trl are separate runs: give one")
+    if args.arms is not None:
+        return _run_arms(args, sp)
+    if args.trainer == "trl":
+        return _run_trl(args, sp)
     from catsim.experiments.maze_study import run_study
 
     results = run_study(args.out, sp, progress=show_progress(False if args.quiet else None),
@@ -74,4 +91,31 @@ def run(args) -> int:
 
         print("\n".join(table_lines(results)))
         print(f"results: {args.out}/results.json")
+    return 0
+
+
+def _run_arms(args, sp) -> int:
+    from catsim.cli.args import show_progress
+    from catsim.experiments.maze_arms import arm_set, run_arms
+
+    names = [n.strip() for n in args.arms.split(",") if n.strip()]
+    if not names:
+        raise CatsimError("--arms: give 'all' or arm names")
+    arms = arm_set(sp.name.removesuffix("-paper-shapes"), None if names == ["all"] else names)
+    result = run_arms(args.out, sp, arms, progress=show_progress(False if args.quiet else None),
+                      log_to=args.log_to, max_runs=args.max_runs)
+    for c in result["claims"]:
+        print(f"{c['verdict']:>13}: {c['claim']}")
+    print(f"{len(result['runs'])} arm runs finished, {len(result['pending'])} pending; arms: {args.out}/arms.json")
+    return 0
+
+
+def _run_trl(args, sp) -> int:
+    from catsim.cli.args import show_progress
+    from catsim.experiments.maze_trl import report_lines, run_trl_study
+
+    result = run_trl_study(args.out, sp, progress=show_progress(False if args.quiet else None),
+                           max_runs=args.max_runs)
+    print("\n".join(report_lines(result)[6:9]))
+    print(f"{len(result['runs'])} TRL runs finished, {len(result['pending'])} pending; TRL: {args.out}/trl.json")
     return 0

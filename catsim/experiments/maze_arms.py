@@ -1,0 +1,364 @@
+"""Arms of the Maze study: which fix keeps pass@k, at what pass@1 cost (the F-GRPO article's practical
+claims, tested in the Maze regime).
+
+    arms = run_arms("figures/maze-study/cpu", maze_presets.cpu(), arm_set("cpu"))
+
+An arm is a named method configuration — method, γ or γ schedule, entropy / KL coefficient, optimizer
+updates per step, RL steps — at a group size N, trained from the study's committed warm-ups (seed s:
+`s<s>/base`) and evaluated exactly as the study's runs (`maze_study.train_and_evaluate`). An arm that
+*is* a study run (GRPO, F-GRPO γ = 0.5 at N = 8, …) names it (`study_run`) and is read from the study,
+never rerun.
+
+Each arm is tested against its references (`compare`; GRPO and F-GRPO γ = 0.5 at the same N unless
+it says otherwise) at k = 1 and k = m with the study's paired m-out-of-n test over (seed, maze)
+units, and the article's claims (`CLAIMS`) are judged from those tests by a rule fixed before the runs:
+each claim is a list of (arm, reference, k, expected sign) parts; a part is met when the test is
+significant (α = 0.05) in the expected direction (for "≥"/"≤": when it is not significant in the
+other one); the claim holds when every part is met, does not hold when none is, and is mixed
+otherwise. The headline (`headline`) is the trained arm at 2,000 steps with the largest significant
+pass@m gain over GRPO, with its pass@1 change; no such arm is said as such.
+
+Coefficients were fixed before any held-out evaluation, by one rule: the defaults of verl's
+`ppo_trainer.yaml` (the paper's stack): entropy_coeff 0.001, kl_loss_coef 0.001 with its
+low-variance (k3) estimator against the warm-up; DAPO and CISPO as `--method dapo|cispo` define
+them (catsim's `METHODS`, from their papers); the γ ramp is the article's `get_gamma` (§5.2).
+
+Files, beside the study's:
+    <out>/s<seed>/arm-<name>-N<n>/   the arm's RL run and its eval.json (with "arm" and "settings")
+    <out>/arms.json                  what the report needs: the plan, the finished runs, the pending
+                                     ones, the summary, the tests and the claims' verdicts
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from catsim.errors import CatsimError
+from catsim.experiments import maze_study, provenance
+from catsim.experiments.agreement import read_json
+from catsim.experiments.maze_pieces import read_piece, run_problem
+from catsim.experiments.maze_presets import StudyPreset, run_label
+
+ARMS_FILE = "arms.json"
+ALPHA = 0.05
+
+
+@dataclass(frozen=True)
+class Arm:
+    """A named method configuration of the Maze study."""
+
+    name: str
+    options: dict = field(default_factory=dict)  # RLConfig.from_flat options (method, gamma, schedule, coefs)
+    group_size: int = 8  # N
+    seeds: int = 3  # seeds 0 … seeds − 1 (each from its own warm-up)
+    updates: int = 0  # optimizer updates per step, mini-batches of whole groups (0 = the preset's)
+    steps: int = 0  # RL steps (0 = the preset's)
+    curve_every: int = 0  # steps between the snapshots scored for pass@k against step (0 = the preset's)
+    study_run: tuple = ()  # (method, γ) of the study run this arm is: read, never trained
+    compare: tuple = ("grpo", "f-grpo-g0.5")  # the arms each is tested against
+
+    def settings(self) -> dict:
+        """What makes the arm's runs (their eval.json records it; another is recomputed)."""
+        return {"options": dict(sorted(self.options.items())), "group_size": self.group_size,
+                "updates": self.updates, "steps": self.steps, "curve_every": self.curve_every}
+
+    def label(self) -> str:
+        """The run directory's name under s<seed>/."""
+        return run_label(*self.study_run[:1], self.group_size, *self.study_run[1:]) if self.study_run \
+            else f"arm-{self.name}-N{self.group_size}"
+
+    def method(self) -> str:
+        return self.study_run[0] if self.study_run else self.options.get("method", "grpo")
+
+    def gamma(self) -> float:
+        return float(self.study_run[1]) if self.study_run else float(self.options.get("gamma", 0.0))
+
+
+def cpu_arms() -> tuple[Arm, ...]:
+    """The CPU preset's arms (N = 8, 3 seeds, 2,000 steps unless said), in the order they run."""
+    switch = {"gamma": 0.5, "gamma_schedule": "switch", "gamma_switch_step": 1000}
+    ramp = {"gamma": 1.5, "gamma_schedule": "step_ramp", "gamma_start": 0.5, "gamma_ramp_start": 1000,
+            "gamma_ramp_steps": 2000}  # the article's get_gamma: 0.5, then +1 per 2,000 steps past 1,000, ≤ 1.5
+    return (
+        Arm("grpo", study_run=("grpo", 0.0), compare=("f-grpo-g0.5",)),
+        Arm("f-grpo-g0.5", study_run=("f-grpo", 0.5), compare=("grpo",)),
+        Arm("f-grpo-g1", study_run=("f-grpo", 1.0)),
+        Arm("grpo-N32", study_run=("grpo", 0.0), group_size=32, seeds=1),
+        Arm("grpo-entropy", {"entropy_coef": 0.001}),
+        Arm("grpo-kl", {"kl_coef": 0.001, "kl_estimator": "k3"}),
+        Arm("dapo", {"method": "dapo"}),
+        Arm("f-dapo-g0.5", {"method": "dapo", "gamma": 0.5}, compare=("grpo", "f-grpo-g0.5", "dapo")),
+        Arm("cispo", {"method": "cispo"}),
+        Arm("f-cispo-g0.5", {"method": "cispo", "gamma": 0.5}, compare=("grpo", "f-grpo-g0.5", "cispo")),
+        Arm("switch-1000", switch),
+        Arm("gamma-ramp", ramp),
+        Arm("grpo-4updates", updates=4),
+        Arm("f-grpo-g0.5-4updates", {"gamma": 0.5}, updates=4, compare=("grpo", "f-grpo-g0.5", "grpo-4updates")),
+        Arm("grpo-6000", steps=6000, seeds=2, curve_every=500, compare=()),
+        Arm("f-grpo-g0.5-6000", {"gamma": 0.5}, steps=6000, seeds=2, curve_every=500, compare=("grpo-6000",)),
+    )
+
+
+def tiny_arms() -> tuple[Arm, ...]:
+    """Seconds, for tests: the tiny preset's N = 2, one seed."""
+    return (
+        Arm("grpo", study_run=("grpo", 0.0), group_size=2, seeds=1, compare=("f-grpo-g0.5",)),
+        Arm("f-grpo-g0.5", study_run=("f-grpo", 0.5), group_size=2, seeds=1, compare=("grpo",)),
+        Arm("grpo-kl", {"kl_coef": 0.001}, group_size=2, seeds=1),
+        Arm("f-dapo-g0.5", {"method": "dapo", "gamma": 0.5}, group_size=2, seeds=1, updates=1),
+        Arm("grpo-4", steps=4, curve_every=2, group_size=2, seeds=1, compare=()),
+        Arm("f-grpo-g0.5-4", {"gamma": 0.5}, steps=4, curve_every=2, group_size=2, seeds=1, compare=("grpo-4",)),
+    )
+
+
+ARM_SETS = {"cpu": cpu_arms, "tiny": tiny_arms}
+
+# The article's practical claims (F-GRPO article §3.2–4.2), each as (arm, reference, k, expected sign
+# of arm − reference) parts; k "m" is the study's test m (64 on the CPU preset).
+CLAIMS = (
+    {"claim": "F-GRPO beats the entropy bonus", "article": "pass@1 / pass@256: F-GRPO 38.6 / 70.3, entropy 37.8 / 69.5",
+     "parts": (("grpo-entropy", "f-grpo-g0.5", 1, "<"), ("grpo-entropy", "f-grpo-g0.5", "m", "<"))},
+    {"claim": "F-GRPO has the better pass@1, the KL penalty the better pass@k",
+     "article": "pass@1 / pass@256: F-GRPO 38.6 / 70.3, KL penalty 37.2 / 72.0",
+     "parts": (("grpo-kl", "f-grpo-g0.5", 1, "<"), ("grpo-kl", "f-grpo-g0.5", "m", ">"))},
+    {"claim": "the focal weight helps DAPO", "article": "pass@256 +3.2 on DAPO",
+     "parts": (("f-dapo-g0.5", "dapo", "m", ">"),)},
+    {"claim": "the focal weight helps CISPO", "article": "pass@256 +3.6 on CISPO",
+     "parts": (("f-cispo-g0.5", "cispo", "m", ">"),)},
+    {"claim": "F-GRPO at N = 8 matches or beats GRPO at N = 32",
+     "article": "a 4× compute saving (here compute-matched: N = 32 has 8 prompts a step, N = 8 has 32; seed 0 only)",
+     "parts": (("grpo-N32", "f-grpo-g0.5", 1, "<="), ("grpo-N32", "f-grpo-g0.5", "m", "<="))},
+    {"claim": "a falling pass@1 means γ is too large", "article": "§4.3: pass@1 falls → lower γ by 0.2–0.5",
+     "parts": (("f-grpo-g1", "f-grpo-g0.5", 1, "<"),)},
+    {"claim": "GRPO first, F-GRPO switched on later keeps the early gains",
+     "article": "§4.2: GRPO early to build the base, F-GRPO later for diversity",
+     "parts": (("switch-1000", "grpo", 1, ">="), ("switch-1000", "grpo", "m", ">"))},
+    {"claim": "the γ ramp (get_gamma) keeps pass@1 and gains pass@k", "article": "§5.2: γ = 0.5, then ramped to 1.5",
+     "parts": (("gamma-ramp", "grpo", 1, ">="), ("gamma-ramp", "grpo", "m", ">"))},
+    {"claim": "with App. K's four updates a step, F-GRPO gains pass@1 and pass@k over GRPO",
+     "article": "App. K: F-GRPO above GRPO at pass@1 and pass@256 at every N",
+     "parts": (("f-grpo-g0.5-4updates", "grpo-4updates", 1, ">"), ("f-grpo-g0.5-4updates", "grpo-4updates", "m", ">"))},
+)
+
+
+def arm_set(preset_name: str, names=None) -> tuple[Arm, ...]:
+    """The preset's arms (all, or those named: the study runs they are tested against come along)."""
+    if preset_name not in ARM_SETS:
+        raise CatsimError(f"the {preset_name!r} preset has no arms; arms exist for {', '.join(ARM_SETS)}")
+    arms = ARM_SETS[preset_name]()
+    if names is None:
+        return arms
+    known = {a.name: a for a in arms}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise CatsimError(f"unknown arm {unknown[0]!r}; the {preset_name} preset's arms: {', '.join(known)}")
+    wanted = set(names) | {r for n in names for r in known[n].compare}
+    return tuple(a for a in arms if a.name in wanted or a.study_run)
+
+
+def _check_plan(sp: StudyPreset, arms) -> None:
+    names = [a.name for a in arms]
+    if len(set(names)) != len(names):
+        raise CatsimError(f"two arms share a name: {names}")
+    plan = dict(sp.plan)
+    for a in arms:
+        if a.study_run and (plan.get(a.group_size, 0) < a.seeds or
+                            (a.study_run[0] != "grpo" and a.gamma() not in sp.gammas)):
+            raise CatsimError(f"arm {a.name}: the study has no {a.study_run[0]} γ = {a.gamma():g} run at "
+                              f"N = {a.group_size} with {a.seeds} seeds")
+        if not a.study_run and max(s for _, s in sp.plan) < a.seeds:
+            raise CatsimError(f"arm {a.name}: {a.seeds} seeds, but the study warms up only "
+                              f"{max(s for _, s in sp.plan)}")
+
+
+def _steps(sp: StudyPreset, arm: Arm) -> int:
+    return arm.steps or sp.rl_steps
+
+
+def _checkpoints(sp: StudyPreset, arm: Arm) -> int:
+    return _steps(sp, arm) // (arm.curve_every or sp.snapshot_every())
+
+
+def _read(sp: StudyPreset, out: Path, arm: Arm, seed: int, say) -> dict | None:
+    """A finished run of the arm (a study run's eval.json for a `study_run` arm), or None."""
+    sdir = out / f"s{seed}"
+    if arm.study_run:
+        return maze_study._read_run(sp, sdir, arm.method(), arm.group_size, arm.gamma(), seed, say)
+
+    def problem(d: dict) -> str | None:
+        if d.get("arm") != arm.name or d.get("settings") != json.loads(json.dumps(arm.settings())):
+            return f"holds another arm ({d.get('arm')!r} with other settings)"
+        return run_problem(d, method=arm.method(), group_size=arm.group_size, gamma=arm.gamma(), seed=seed,
+                           label=arm.label(), steps=_steps(sp, arm), n=sp.eval_n, prompts=sp.eval_prompts,
+                           ks=sp.ks, curve_n=sp.curve_n, checkpoints=_checkpoints(sp, arm))
+
+    return read_piece(sdir / arm.label() / "eval.json", problem, say)
+
+
+def arm_config(sp: StudyPreset, arm: Arm, seed: int, max_new: int):
+    """The arm's RLConfig for one seed (the study's batch, learning rate and evaluation)."""
+    options = {k: v for k, v in arm.options.items() if k != "gamma"}
+    return maze_study.rl_config(sp, "f-grpo" if arm.gamma() else "grpo", arm.group_size, arm.gamma(), seed,
+                                max_new, options=options, updates=arm.updates, steps=arm.steps,
+                                snapshot_every=arm.curve_every)
+
+
+def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = True, log_to: tuple = (),
+             max_runs: int | None = None, say=print) -> dict:
+    """Train and evaluate every arm's missing runs (at most `max_runs` this call), seed by seed in
+    the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on).
+    The study's warm-ups must be there, and the study runs the arms name must be finished."""
+    out = Path(out_dir)
+    arms = tuple(arms)
+    _check_plan(sp, arms)
+    if not (out / maze_study.STUDY_FILE).is_file():
+        raise CatsimError(f"{out} holds no maze study: run `catsim llm maze-study --out {out}` first")
+    maze_study._check_study_file(out, sp, say)  # the same settings as the study, or refused
+    for a in arms:
+        for seed in range(a.seeds):
+            if a.study_run and _read(sp, out, a, seed, say) is None:
+                raise CatsimError(f"arm {a.name} is the study run s{seed}/{a.label()}, which is not finished: "
+                                  f"run the study first (`catsim llm maze-study --out {out}`)")
+            if not maze_study._finished(out / f"s{seed}" / "base"):
+                raise CatsimError(f"{out / f's{seed}' / 'base'}: no warm-up; run the study first")
+            maze_study._check_warm_up(sp, out / f"s{seed}" / "base", seed)
+    task = maze_study._task(sp)
+    todo = [(a, seed) for a in arms if not a.study_run for seed in range(a.seeds)]  # arm by arm, in order
+    bases: dict[int, dict] = {}
+    base_ids: dict[int, str] = {}
+    done_now, t0 = 0, time.perf_counter()
+    for i, (arm, seed) in enumerate(todo):
+        if _read(sp, out, arm, seed, say) is not None:
+            continue
+        if max_runs is not None and done_now >= max_runs:
+            say(f"stopped after {done_now} arm runs this call; rerun to resume")
+            break
+        sdir = out / f"s{seed}"
+        maze_study.ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
+        cfg = arm_config(sp, arm, seed, task.max_answer_chars + 1)
+        record = {"arm": arm.name, "settings": arm.settings(), "method": arm.method(),
+                  "group_size": arm.group_size, "gamma": arm.gamma()}
+        ev = maze_study.train_and_evaluate(sp, task, sdir, arm.label(), cfg, record, base_ids, progress=progress,
+                                           log_to=log_to)
+        done_now += 1
+        say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {maze_study.run_summary(ev)}")
+    result = collect_arms(out, sp, arms, say)
+    result["seconds_this_call"] = time.perf_counter() - t0
+    result["provenance"] = provenance.collect()
+    maze_study._write(out / ARMS_FILE, result)
+    return result
+
+
+def collect_arms(out: Path, sp: StudyPreset, arms, say=print) -> dict:
+    """arms.json's content from the run directories: the finished runs, the pending ones, each arm's
+    summary (seed mean and spread; the seeds finished so far), the tests and the claims."""
+    bases = {}
+    runs, pending = [], []
+    for a in arms:
+        for seed in range(a.seeds):
+            ev = _read(sp, out, a, seed, say)
+            if ev is None:
+                pending.append(f"s{seed}/{a.label()}")
+                continue
+            runs.append({**ev, "arm": a.name})
+            if seed not in bases:
+                bases[seed] = maze_study._read_base(sp, out / f"s{seed}", say)
+    by_arm = {a.name: [r for r in runs if r["arm"] == a.name] for a in arms}
+    done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
+    summary = [_summary(a, by_arm[a.name], bases) for a in arms if by_arm[a.name]]
+    tests = arm_tests(sp, arms, by_arm, done)
+    return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))),
+            "arms": [{"name": a.name, **a.settings(), "seeds": a.seeds, "study_run": list(a.study_run),
+                      "compare": list(a.compare)} for a in arms],
+            "runs": runs, "pending": pending, "summary": summary, "tests": tests,
+            "claims": judge_claims(tests, sp, {a.name for a in arms}), "headline": headline(tests, arms, sp)}
+
+
+def _summary(arm: Arm, rs: list[dict], bases: dict) -> dict:
+    entry = {"arm": arm.name, "seeds": [r["seed"] for r in rs], "pass_at_k": {}, "pass_at_k_std": {}}
+    for k in rs[0]["final"]["pass_at_k"]:
+        vals = np.asarray([r["final"]["pass_at_k"][k] for r in rs])
+        entry["pass_at_k"][k] = float(vals.mean())
+        entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+    entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
+    entry["solution_prob_change"] = float(np.mean([maze_study.solution_prob_change(r, bases[r["seed"]])
+                                                   for r in rs if bases.get(r["seed"])]))
+    entry["rl_seconds_per_step"] = float(np.mean([r["rl_seconds"] / max(1, len(r["reward_curve"])) for r in rs]))
+    return entry
+
+
+def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set) -> list[dict]:
+    """Every finished arm − each finished reference it names, at k = 1 and k = m: the study's paired
+    m-out-of-n test over the (seed, maze) units of the seeds both hold."""
+    counts = {name: {r["seed"]: r["final"]["num_correct"] for r in rs} for name, rs in by_arm.items()}
+    tests = []
+    for a in arms:
+        for ref in a.compare:
+            if a.name not in done or ref not in done or ref == a.name:
+                continue
+            for k in (1, sp.test_m):
+                seed = zlib.crc32(f"{a.name}|{ref}|{k}".encode())
+                for t in maze_study.paired(sp, counts[ref], counts[a.name], seed, ALPHA, ks=(k,)):
+                    tests.append({"arm": a.name, "reference": ref, **t})
+    return tests
+
+
+def _part_met(t: dict, sign: str) -> bool:
+    up, down = t["significant"] and t["delta"] > 0, t["significant"] and t["delta"] < 0
+    return {">": up, "<": down, ">=": not down, "<=": not up}[sign]
+
+
+def judge_claims(tests: list[dict], sp: StudyPreset, names) -> list[dict]:
+    """Each claim of `CLAIMS` whose arms are all among `names` with its parts' tests and a verdict:
+    holds (every part met), does not (none met), mixed, or pending (a part's test not there yet)."""
+    index = {(t["arm"], t["reference"], t["k"]): t for t in tests}
+    out = []
+    for c in (c for c in CLAIMS if all(a in names and r in names for a, r, *_ in c["parts"])):
+        parts = []
+        for arm, ref, k, sign in c["parts"]:
+            k = sp.test_m if k == "m" else k
+            t = index.get((arm, ref, k))
+            parts.append({"arm": arm, "reference": ref, "k": k, "sign": sign,
+                          "met": None if t is None else bool(_part_met(t, sign)),
+                          "delta": None if t is None else t["delta"], "p_value": None if t is None else t["p_value"],
+                          "interval": None if t is None else t["interval"],
+                          "iterations": None if t is None else t["iterations"]})
+        met = [p["met"] for p in parts]
+        verdict = ("pending" if None in met else "holds" if all(met) else "does not hold" if not any(met)
+                   else "mixed")
+        out.append({"claim": c["claim"], "article": c["article"], "parts": parts, "verdict": verdict})
+    return out
+
+
+def headline(tests: list[dict], arms, sp: StudyPreset) -> dict | None:
+    """The rule fixed before the runs: among trained arms at the preset's RL steps, the one with the
+    largest significant pass@m gain over GRPO (with its pass@1 change); None when no arm has one."""
+    trained = {a.name for a in arms if not a.study_run and not a.steps}
+    best = None
+    for t in tests:
+        if t["arm"] in trained and t["reference"] == "grpo" and t["k"] == sp.test_m and t["significant"] \
+                and t["delta"] > 0 and (best is None or t["delta"] > best["delta"]):
+            best = t
+    if best is None:
+        return None
+    one = next((t for t in tests if t["arm"] == best["arm"] and t["reference"] == "grpo" and t["k"] == 1), None)
+    return {"arm": best["arm"], "pass_at_m": best, "pass_at_1": one}
+
+
+def load_arms(out_dir: str | Path) -> dict | None:
+    """The study's arms.json, or None when it has no arms; a damaged one is refused."""
+    path = Path(out_dir) / ARMS_FILE
+    if not path.is_file():
+        return None
+    d = read_json(path)
+    if not isinstance(d, dict) or any(not isinstance(d.get(k), list) for k in ("arms", "runs", "summary", "tests",
+                                                                                  "claims", "pending")):
+        raise CatsimError(f"{path}: not a maze-study arms file; rerun `catsim llm maze-study --arms ...`")
+    return d

@@ -1,0 +1,137 @@
+"""The arms' part of the Maze study report (`catsim.experiments.maze_arms`): which fix keeps pass@k,
+at what pass@1 cost — the headline by the rule fixed before the runs, every arm against GRPO and
+F-GRPO γ = 0.5, the article's claims with their verdicts, the horizon arms, and two figures. Read
+from arms.json and the study's results.json alone.
+
+    lines, figures = arms_section(arms, results, stage_dir)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from catsim.plots import maze_arms as plots
+from catsim.plots.maze_study import warm_up_on_curve_mazes
+
+FIGURES = ("arms_frontier.png", "arms_horizon.png")
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _p(t: dict) -> str:
+    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
+
+
+def _cell(t: dict | None) -> str:
+    if t is None:
+        return "–"
+    return f"{_pts(t['delta'])} ({_p(t)}{', sig.' if t['significant'] else ''})"
+
+
+def _spread(summary: dict, k: str) -> str:
+    return f"{100 * summary['pass_at_k'][k]:.1f} ± {100 * summary['pass_at_k_std'][k]:.1f}"
+
+
+def _test(arms: dict, arm: str, ref: str, k: int) -> dict | None:
+    return next((t for t in arms["tests"] if (t["arm"], t["reference"], t["k"]) == (arm, ref, k)), None)
+
+
+def table_lines(arms: dict, m: int) -> list[str]:
+    """Every arm's seed-mean pass@1 and pass@m (± seed std), and its Δ against GRPO and F-GRPO γ = 0.5
+    in points with the paired test's p (sig.: p < α)."""
+    by = {a["name"]: a for a in arms["arms"]}
+    lines = [f"| arm | N | steps | updates | seeds | pass@1 | pass@{m} | greedy | Δπ(solution) | s/step | "
+             f"Δ pass@1 vs GRPO | Δ pass@{m} vs GRPO | Δ pass@1 vs F-GRPO | Δ pass@{m} vs F-GRPO |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for s in arms["summary"]:
+        a = by[s["arm"]]
+        lines.append(f"| {s['arm']} | {a['group_size']} | {a['steps'] or arms['preset']['rl_steps']} | "
+                     f"{a['updates'] or 1} | {len(s['seeds'])}/{a['seeds']} | {_spread(s, '1')} | {_spread(s, str(m))} | "
+                     f"{100 * s['greedy_solve_rate']:.1f} | {s['solution_prob_change']:+.3f} | "
+                     f"{s['rl_seconds_per_step']:.3f} | " + " | ".join(
+                         _cell(_test(arms, s["arm"], ref, k)) for ref in ("grpo", "f-grpo-g0.5") for k in (1, m)) + " |")
+    return lines
+
+
+def claim_lines(arms: dict) -> list[str]:
+    lines = ["| claim | the article | this regime (arm − reference, points) | verdict |", "|---|---|---|---|"]
+    for c in arms["claims"]:
+        parts = []
+        for p in c["parts"]:
+            what = f"{p['arm']} − {p['reference']} at k = {p['k']} (expected {p['sign']} 0): "
+            parts.append(what + ("not run yet" if p["met"] is None else
+                                 f"{_pts(p['delta'])} [{_pts(p['interval'][0])}, {_pts(p['interval'][1])}], "
+                                 f"{_p(p)}{'' if p['met'] else ' — not met'}"))
+        lines.append(f"| {c['claim']} | {c['article']} | {'; '.join(parts)} | **{c['verdict']}** |")
+    return lines
+
+
+def headline_lines(arms: dict, m: int) -> list[str]:
+    rule = ("Rule (fixed in catsim/experiments/maze_arms.py before the runs finished): among the trained arms at the "
+            f"study's 2,000 steps, the one with the largest significant pass@{m} gain over GRPO, with its pass@1 "
+            "change.")
+    h = arms.get("headline")
+    if h is None:
+        done = {s["arm"] for s in arms["summary"]}
+        return [rule, "", f"**No trained arm keeps significantly more pass@{m} than GRPO** (of {len(done)} arms "
+                "with runs)." + (" Some arms are still pending." if arms["pending"] else "")]
+    one = h["pass_at_1"]
+    return [rule, "", f"**{h['arm']}** keeps {_pts(h['pass_at_m']['delta'])} points of pass@{m} over GRPO "
+            f"({_p(h['pass_at_m'])}), at {_pts(one['delta']) if one else '?'} points of pass@1 "
+            f"({_p(one) if one else 'no test'})." + (" Some arms are still pending." if arms["pending"] else "")]
+
+
+def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:
+    """F-GRPO − GRPO at the study's 2,000 steps and at the horizon arms' end, and GRPO's pass@m against
+    its warm-up along the longer run (the simulator's horizons study predicts a loss growing with t)."""
+    long = [a for a in arms["arms"] if a["steps"]]
+    if not long:
+        return []
+    lines = []
+    for k in (1, m):
+        short = _test(arms, "f-grpo-g0.5", "grpo", k)
+        far = next((t for t in arms["tests"] if t["k"] == k and {t["arm"], t["reference"]} <= {a["name"] for a in long}),
+                   None)
+        lines.append(f"- F-GRPO γ = 0.5 − GRPO at k = {k}: {_cell(short)} at {arms['preset']['rl_steps']:,} steps, "
+                     + (f"{_cell(far)} at {max(a['steps'] for a in long):,} steps ({far['arm']} − {far['reference']})."
+                        if far else "the longer runs are not finished."))
+    for a in long:
+        runs = [r for r in arms["runs"] if r["arm"] == a["name"]]
+        if not runs or not all(r["curve"] for r in runs) or str(m) not in runs[0]["curve"][0]["pass_at_k"]:
+            continue
+        warm = np.mean([warm_up_on_curve_mazes(results, r["seed"], m) for r in runs])
+        curve = np.mean([[c["pass_at_k"][str(m)] for c in r["curve"]] for r in runs], axis=0)
+        steps = [c["step"] for c in runs[0]["curve"]]
+        lines.append(f"- {a['name']}: pass@{m} − warm-up on the curve mazes, by step: "
+                     + ", ".join(f"{s}: {_pts(v - warm)}" for s, v in zip(steps, curve)) + ".")
+    return lines
+
+
+def arms_section(arms: dict, results: dict, stage: Path) -> tuple[list[str], tuple[str, ...]]:
+    """The report's arms section and the figures it draws into `stage`."""
+    m = arms["preset"]["test_m"]
+    plots.plot_frontier(arms, results, stage / FIGURES[0], m)
+    plots.plot_horizon(arms, results, stage / FIGURES[1], ks=(1, min(m, arms["preset"]["curve_n"])))
+    lines = ["## Arms: which fix keeps pass@k, at what pass@1 cost", "",
+             "Every arm starts from the same committed warm-ups and is evaluated exactly as the runs above; "
+             "an arm that is a study run is read from it, not rerun. Coefficients were fixed before any held-out "
+             "evaluation by one rule: the defaults of verl's ppo_trainer.yaml (the paper's stack) — entropy "
+             "bonus 0.001, KL penalty 0.001 to the warm-up with the k3 estimator; DAPO and CISPO as "
+             "`--method dapo|cispo` define them; the γ ramp is the article's get_gamma.", "",
+             *headline_lines(arms, m), "", *table_lines(arms, m), "",
+             "### The article's claims", "",
+             "A part is met when its paired test is significant (α = 0.05) in the expected direction (for ≥ / ≤: "
+             "when it is not significant in the other); a claim holds when every part is met, does not hold "
+             "when none is, and is mixed otherwise. Tests are descriptive: no correction for the many comparisons.",
+             "", *claim_lines(arms), ""]
+    horizon = horizon_lines(arms, results, m)
+    if horizon:
+        lines += ["### Horizon", "", *horizon, ""]
+    if arms["pending"]:
+        lines += [f"Pending ({len(arms['pending'])} runs): " + ", ".join(arms["pending"]) + ".", ""]
+    lines += [f"![{f}]({f})" for f in FIGURES] + [""]
+    return lines, FIGURES

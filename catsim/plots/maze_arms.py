@@ -1,0 +1,59 @@
+"""Figures of the Maze study's arms (`catsim.experiments.maze_arms`): each takes arms.json's dict and
+the study's results.json dict, and writes one PNG atomically."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from catsim.plots.maze_study import _plt, warm_up_on_curve_mazes
+from catsim.plots.save import save_figure
+
+
+def plot_frontier(arms: dict, results: dict, path: str | Path, m: int) -> Path:
+    """pass@1 against pass@m, one point per arm (seed mean, seed sample std as error bars), the
+    warm-up marked: which fix keeps pass@k at what pass@1 cost."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.2, 5.4))
+    bases = list(results["bases"].values())
+    ax.plot(np.mean([b["pass_at_k"][str(m)] for b in bases]), np.mean([b["pass_at_k"]["1"] for b in bases]),
+            "k*", ms=12, label="warm-up")
+    steps = {a["name"]: a["steps"] for a in arms["arms"]}
+    for s in arms["summary"]:
+        if steps.get(s["arm"]):
+            continue  # another horizon: its own figure
+        x, y = s["pass_at_k"][str(m)], s["pass_at_k"]["1"]
+        ax.errorbar(x, y, xerr=s["pass_at_k_std"][str(m)], yerr=s["pass_at_k_std"]["1"], fmt="o", ms=5, capsize=3)
+        ax.annotate(f"{s['arm']} ({len(s['seeds'])})", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    ax.set_xlabel(f"pass@{m} (held-out mazes)")
+    ax.set_ylabel("pass@1")
+    ax.set_title("Arms: seed mean ± seed std (seeds in brackets)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)
+
+
+def plot_horizon(arms: dict, results: dict, path: str | Path, ks=(1, 64)) -> Path:
+    """pass@k against RL step of the arms that run past the study's horizon (checkpoint evaluations,
+    seed means; step 0 = the warm-up on the same mazes)."""
+    plt = _plt()
+    long = [a["name"] for a in arms["arms"] if a["steps"]]
+    fig, axes = plt.subplots(1, len(ks), figsize=(4.6 * len(ks), 3.6), squeeze=False)
+    for ax, k in zip(axes[0], ks):
+        for name in long:
+            runs = [r for r in arms["runs"] if r["arm"] == name]
+            curves = [[warm_up_on_curve_mazes(results, r["seed"], k)] + [c["pass_at_k"].get(str(k)) for c in r["curve"]]
+                      for r in runs]
+            if not runs or any(v is None for c in curves for v in c):
+                continue
+            steps = [0] + [c["step"] for c in runs[0]["curve"]]
+            ax.plot(steps, np.mean(curves, axis=0), marker="o", ms=3, label=f"{name} ({len(runs)} seeds)")
+        ax.set_title(f"pass@{k} against RL step")
+        ax.set_xlabel("RL step")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.tight_layout()
+    return save_figure(fig, path, dpi=110)

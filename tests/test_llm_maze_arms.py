@@ -1,0 +1,197 @@
+"""The Maze study's arms (catsim.experiments.maze_arms): each arm's RLConfig is what it names; an arms
+study committed with the published .gitignore resumes on a fresh clone, reusing its finished runs and
+the study's; a damaged arm piece is recomputed with one line; the claims' verdict and headline rules
+on hand-made tests; the CLI's refusals; the report's arms section."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from catsim.cli.main import main
+from catsim.errors import CatsimError
+from catsim.experiments import maze_arms, maze_presets
+from catsim.experiments import maze_study as study
+from catsim.experiments.maze_arms import Arm, arm_config, arm_set, run_arms
+
+GITIGNORE = Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu" / ".gitignore"
+QUIET = {"progress": False, "say": lambda *_: None}
+
+
+def _git(*args, cwd):
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=cwd, check=True,
+                   capture_output=True)
+
+
+def _numbers(arms: dict) -> str:
+    runs = [{k: v for k, v in r.items() if k != "rl_seconds"} for r in arms["runs"]]
+    summary = [{k: v for k, v in s.items() if k != "rl_seconds_per_step"} for s in arms["summary"]]
+    return json.dumps({"runs": runs, "summary": summary, "tests": arms["tests"], "claims": arms["claims"]},
+                      sort_keys=True)
+
+
+@pytest.fixture(scope="module")
+def tiny_study(tmp_path_factory):
+    out = tmp_path_factory.mktemp("arms") / "study"
+    study.run_study(out, maze_presets.tiny(), **QUIET)
+    return out
+
+
+def test_each_cpu_arm_config_is_what_it_names():
+    sp, max_new = maze_presets.cpu(), 25
+    arms = {a.name: a for a in arm_set("cpu")}
+    cfg = {name: arm_config(sp, a, 1, max_new) for name, a in arms.items()}
+    assert cfg["grpo-entropy"].objective.entropy_coef == 0.001 and cfg["grpo-entropy"].gamma.gamma == 0
+    assert cfg["grpo-kl"].objective.kl_coef == 0.001 and cfg["grpo-kl"].objective.kl_estimator == "k3"
+    assert (cfg["dapo"].method, cfg["dapo"].gamma.gamma) == ("dapo", 0.0)
+    assert (cfg["f-cispo-g0.5"].method, cfg["f-cispo-g0.5"].gamma.gamma) == ("cispo", 0.5)
+    switch = cfg["switch-1000"].gamma
+    assert (float(switch(999)), float(switch(1000)), float(switch(1999))) == (0.0, 0.5, 0.5)
+    ramp = cfg["gamma-ramp"].gamma
+    article = lambda t: 0.5 if t <= 1000 else min(1.5, 0.5 + (t - 1000) / 2000)  # noqa: E731 (§5.2 get_gamma)
+    for t in (0, 999, 1000, 1001, 2000, 3000, 5000):
+        assert float(ramp(t)) == pytest.approx(article(t))
+    assert cfg["grpo-4updates"].updates_per_step == 4 and cfg["grpo-4updates"].mini_batch == 64
+    assert cfg["f-grpo-g0.5-4updates"].updates_per_step == 4 and cfg["grpo-entropy"].updates_per_step == 1
+    assert cfg["f-grpo-g0.5-6000"].steps == 6000 and cfg["f-grpo-g0.5-6000"].run.snapshot_every == 500
+    # an arm that is a study run has that run's config: its committed eval.json is the arm's
+    assert cfg["grpo"] == study.rl_config(sp, "grpo", 8, 0.0, 1, max_new)
+    assert cfg["grpo-N32"] == study.rl_config(sp, "grpo", 32, 0.0, 1, max_new)
+    # every arm but its compute knobs matches GRPO's batch, learning rate and seed
+    for c in cfg.values():
+        assert (c.rollouts_per_step, c.optimizer.learning_rate, c.run.seed) == (256, 1e-4, 1)
+
+
+def test_arms_resume_on_a_fresh_clone_and_reuse_finished_runs(tiny_study, tmp_path):
+    sp, arms = maze_presets.tiny(), arm_set("tiny")
+    repo = tmp_path / "repo"
+    out = repo / "study"
+    shutil.copytree(tiny_study, out)
+    first = run_arms(out, sp, arms, max_runs=2, **QUIET)
+    assert len(first["pending"]) == 2 and all(c["verdict"] in ("pending", "holds", "mixed", "does not hold")
+                                              for c in first["claims"])
+    shutil.copy(GITIGNORE, out / ".gitignore")
+    _git("init", "-q", cwd=repo)
+    _git("add", "-A", cwd=repo)
+    _git("commit", "-q", "-m", "arms piece 1", cwd=repo)
+    _git("clone", "-q", str(repo), str(tmp_path / "clone"), cwd=tmp_path)
+    clone = tmp_path / "clone" / "study"
+    kl = clone / "s0" / "arm-grpo-kl-N2" / "eval.json"
+    assert kl.is_file() and not (kl.parent / "rl_state").exists()
+    finished = kl.read_text()
+    said = []
+    resumed = run_arms(clone, sp, arms, progress=False, say=said.append)
+    assert kl.read_text() == finished and not resumed["pending"]  # read back, not retrained
+    trained = [s for s in said if s.startswith("[")]
+    assert len(trained) == 2 and all("grpo-kl" not in s and "f-dapo" not in s for s in trained)
+    whole = run_arms(out, sp, arms, **QUIET)  # the original, uninterrupted
+    assert _numbers(resumed) == _numbers(whole)
+
+
+def test_a_damaged_arm_piece_is_recomputed_with_one_line(tiny_study, tmp_path, capsys):
+    out = tmp_path / "study"
+    shutil.copytree(tiny_study, out)
+    argv = ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]
+    assert main(argv) == 0
+    good = json.loads((out / "arms.json").read_text())
+    piece = out / "s0" / "arm-f-dapo-g0.5-N2" / "eval.json"
+    other = out / "s0" / "arm-grpo-kl-N2" / "eval.json"
+    text, other_mtime = piece.read_text(), other.stat().st_mtime_ns
+    another = json.loads(text)
+    another["settings"]["options"]["gamma"] = 1.0
+    for damaged, why in ((text[:40], "unreadable"), ("", "empty"), (json.dumps(another), "another arm")):
+        piece.write_text(damaged)
+        capsys.readouterr()
+        assert main(argv) == 0
+        printed = capsys.readouterr()
+        notices = [line for line in printed.out.splitlines() if "recomputing it" in line]
+        assert len(notices) == 1 and str(piece) in notices[0] and why in notices[0], printed.out
+        assert json.loads(piece.read_text()) == json.loads(text)
+        assert other.stat().st_mtime_ns == other_mtime
+        assert _numbers(json.loads((out / "arms.json").read_text())) == _numbers(good)
+
+
+def _t(arm, ref, k, delta, p, iterations=10_000):
+    return {"arm": arm, "reference": ref, "k": k, "delta": delta, "p_value": p, "significant": p < 0.05,
+            "interval": [delta - 0.01, delta + 0.01], "iterations": iterations}
+
+
+@pytest.mark.parametrize("tests, verdict", [
+    ([_t("grpo-entropy", "f-grpo-g0.5", 1, -0.02, 0.001), _t("grpo-entropy", "f-grpo-g0.5", 64, -0.03, 0.0)], "holds"),
+    ([_t("grpo-entropy", "f-grpo-g0.5", 1, -0.02, 0.001), _t("grpo-entropy", "f-grpo-g0.5", 64, -0.03, 0.2)], "mixed"),
+    ([_t("grpo-entropy", "f-grpo-g0.5", 1, 0.02, 0.001), _t("grpo-entropy", "f-grpo-g0.5", 64, -0.03, 0.2)],
+     "does not hold"),
+    ([_t("grpo-entropy", "f-grpo-g0.5", 1, -0.02, 0.001)], "pending"),
+])
+def test_claim_verdicts_follow_the_rule(tests, verdict):
+    sp = maze_presets.cpu()
+    claims = maze_arms.judge_claims(tests, sp, {a.name for a in arm_set("cpu")})
+    entropy = next(c for c in claims if c["claim"] == "F-GRPO beats the entropy bonus")
+    assert entropy["verdict"] == verdict
+    assert [p["k"] for p in entropy["parts"]] == [1, 64]
+
+
+@pytest.mark.parametrize("delta, p, met", [(-0.01, 0.5, True), (0.01, 0.5, True), (-0.03, 0.01, True),
+                                           (0.03, 0.01, False)])
+def test_at_most_parts_are_met_unless_significantly_above(delta, p, met):
+    tests = [_t("grpo-N32", "f-grpo-g0.5", k, delta, p) for k in (1, 64)]
+    claims = maze_arms.judge_claims(tests, maze_presets.cpu(), {a.name for a in arm_set("cpu")})
+    n32 = next(c for c in claims if "N = 32" in c["claim"])
+    assert [q["met"] for q in n32["parts"]] == [met, met]
+    assert n32["verdict"] == ("holds" if met else "does not hold")
+
+
+def test_headline_is_the_largest_significant_pass_at_m_gain_of_a_trained_arm():
+    sp, arms = maze_presets.cpu(), arm_set("cpu")
+    tests = [_t("dapo", "grpo", 64, 0.05, 0.0), _t("dapo", "grpo", 1, -0.01, 0.3),
+             _t("cispo", "grpo", 64, 0.08, 0.2),  # larger, not significant
+             _t("f-grpo-g0.5", "grpo", 64, 0.09, 0.0),  # a study run: not a trained arm
+             _t("f-grpo-g0.5-6000", "grpo", 64, 0.2, 0.0)]  # another horizon
+    h = maze_arms.headline(tests, arms, sp)
+    assert h["arm"] == "dapo" and h["pass_at_1"]["delta"] == -0.01
+    assert maze_arms.headline(tests[2:], arms, sp) is None
+
+
+def test_arm_sets_and_plans_are_checked():
+    with pytest.raises(CatsimError, match="unknown arm 'nope'"):
+        arm_set("cpu", ["nope"])
+    with pytest.raises(CatsimError, match="has no arms"):
+        arm_set("paper")
+    named = {a.name for a in arm_set("cpu", ["f-dapo-g0.5"])}
+    assert {"f-dapo-g0.5", "dapo", "grpo", "f-grpo-g0.5"} <= named and "cispo" not in named
+    with pytest.raises(CatsimError, match="no f-grpo γ = 2"):
+        maze_arms._check_plan(maze_presets.cpu(), (Arm("x", study_run=("f-grpo", 2.0)),))
+    with pytest.raises(CatsimError, match="4 seeds"):
+        maze_arms._check_plan(maze_presets.cpu(), (Arm("x", seeds=4),))
+
+
+def test_cli_refuses_in_one_line(tiny_study, tmp_path, capsys):
+    for argv, why in ((["--out", str(tiny_study), "--preset", "tiny", "--arms", "bogus"], "unknown arm 'bogus'"),
+                      (["--out", str(tiny_study), "--preset", "tiny", "--arms", ","], "--arms"),
+                      (["--out", str(tmp_path / "none"), "--preset", "tiny", "--arms", "all"], "holds no maze study"),
+                      (["--out", str(tmp_path / "p"), "--preset", "paper", "--arms", "all"], "has no arms")):
+        capsys.readouterr()
+        assert main(["llm", "maze-study", "--quiet", *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert why in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "none").exists() and not (tmp_path / "p").exists()
+
+
+def test_report_has_the_arms_section_and_figures(tiny_study, tmp_path):
+    out = tmp_path / "study"
+    shutil.copytree(tiny_study, out)
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]) == 0
+    report = tmp_path / "report"
+    assert main(["llm", "maze-study", "--out", str(out), "--report", str(report)]) == 0
+    text = (report / "report.md").read_text()
+    assert "## Arms: which fix keeps pass@k" in text and "### The article's claims" in text
+    assert "| grpo-kl | 2 |" in text and "### Horizon" in text and "--arms all" in text
+    assert json.loads((report / "arms.json").read_text()) == json.loads((out / "arms.json").read_text())
+    for f in ("arms_frontier.png", "arms_horizon.png"):
+        assert (report / f).read_bytes()[:4] == b"\x89PNG"
+    (out / "arms.json").write_text("[]")
+    assert main(["llm", "maze-study", "--out", str(out), "--report", str(tmp_path / "r2")]) == 2
