@@ -8,6 +8,8 @@ figures/maze-study/cpu/, docs/llm-maze-study.md, the README's LLM section).
 - The first RL steps of the published s0 GRPO N = 8 run, rerun from the committed warm-up, give its
   logged training reward within the same kind of spread.
 - The numbers the docs quote are the published ones.
+- The arms (arms.json) and the TRL runs (trl.json) are what the code makes of their committed per-run
+  evaluations, and the report's copies are those files.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from catsim.experiments import maze_presets
+from catsim.experiments import maze_arms, maze_presets, maze_trl
 from catsim.experiments import maze_study as study
 from catsim.experiments.maze_report import write_report
 
@@ -56,7 +58,8 @@ def test_results_and_report_are_those_of_the_committed_runs(published, tmp_path)
                  == {k: t.get(k) for k in ("method", "group_size", "gamma", "k")}]
         assert match == [t]
     assert len(now) == 2 * 2 + 3 * 2
-    write_report(published, tmp_path, study_dir="figures/maze-study/cpu")
+    write_report(published, tmp_path, study_dir="figures/maze-study/cpu", arms=maze_arms.load_arms(STUDY),
+                 trl=maze_trl.load_trl(STUDY))
     made = (tmp_path / "report.md").read_text().replace(f"--report {tmp_path}", "--report figures/maze-study")
     assert made == (REPORT / "report.md").read_text()
 
@@ -105,3 +108,19 @@ def test_the_docs_quote_the_published_numbers(published):
         assert float(m.group(5)) == pytest.approx(100 * s["pass_at_k"]["64"], abs=0.051), m.group(0)
         found += 1
     assert found >= 3
+
+
+@pytest.mark.parametrize("name, load, collect", [
+    ("arms.json", maze_arms.load_arms, lambda sp, say: maze_arms.collect_arms(STUDY, sp, maze_arms.arm_set("cpu"), say)),
+    ("trl.json", maze_trl.load_trl, lambda sp, say: maze_trl.collect(STUDY, sp, say)),
+])
+def test_arms_and_trl_are_those_of_the_committed_runs(name, load, collect):
+    committed = load(STUDY)
+    if committed is None:
+        pytest.skip(f"no {name} published yet")
+    said = []
+    now = json.loads(json.dumps(collect(maze_presets.cpu(), said.append)))
+    assert not said  # every committed piece is usable
+    for key, value in now.items():
+        assert committed[key] == value, key
+    assert json.loads((REPORT / name).read_text()) == committed  # the report's copy
