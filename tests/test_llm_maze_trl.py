@@ -42,8 +42,11 @@ def test_trl_runs_resume_and_report(tiny_study, tmp_path, capsys):
     sp = maze_presets.tiny()
     out = tmp_path / "study"
     shutil.copytree(tiny_study, out)
+    capsys.readouterr()
     first = maze_trl.run_trl_study(out, sp, max_runs=1, **QUIET)
     assert len(first["runs"]) == 1 and first["pending"] == ["s0/trl-f-grpo-N2-g0.5"]
+    printed = capsys.readouterr()
+    assert "'loss'" not in printed.out + printed.err  # quiet: not TRL's per-step log
     grpo = out / "s0" / "trl-grpo-N2"
     done = json.loads((grpo / "eval.json").read_text())
     assert done["versions"]["trl"] and done["versions"]["torch"] and len(done["reward_curve"]) == sp.rl_steps

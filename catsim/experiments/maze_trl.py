@@ -96,12 +96,15 @@ def trl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, ma
 
 
 def train(sp: StudyPreset, task, base: Path, rdir: Path, method: str, n: int, gamma: float, seed: int,
-          max_new: int) -> list[dict]:
+          max_new: int, progress: bool = True) -> list[dict]:
     """Train one TRL run from the warm-up `base`; writes rdir/trl_log.jsonl, then rdir/model (a catsim
-    model directory: TRL's weights, the warm-up's tokenizer and task files) in one rename."""
+    model directory: TRL's weights, the warm-up's tokenizer and task files) in one rename. Progress:
+    one bar (TRL's own callbacks print every step's log, which `logging_steps=1` makes a flood)."""
     import torch
     from datasets import Dataset
+    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
 
     from catsim.integrations.trl import FGRPOTrainer
@@ -121,12 +124,15 @@ def train(sp: StudyPreset, task, base: Path, rdir: Path, method: str, n: int, ga
 
     times: list[float] = []
 
+    bar = tqdm(total=sp.rl_steps, desc=f"s{seed} {rdir.name}", disable=not progress, dynamic_ncols=True)
+
     class Timer(TrainerCallback):
         def on_step_begin(self, *_, **__):
             self.t = time.perf_counter()
 
         def on_step_end(self, *_, **__):
             times.append(time.perf_counter() - self.t)
+            bar.update(1)
 
     stage = rdir / ".trl-stage"
     shutil.rmtree(stage, ignore_errors=True)
@@ -134,12 +140,15 @@ def train(sp: StudyPreset, task, base: Path, rdir: Path, method: str, n: int, ga
     trainer = (GRPOTrainer if method == "grpo" else FGRPOTrainer)(
         model=model, reward_funcs=reward, args=args, processing_class=tok, callbacks=[Timer()],
         train_dataset=Dataset.from_dict({"prompt": [p.text for p in prompts]}))
-    trainer.train()
-    rows = [{k: h[k] for k in LOG_KEYS if k in h} for h in trainer.state.log_history if "reward" in h]
+    for quiet in (PrinterCallback, ProgressCallback):
+        trainer.remove_callback(quiet)
+    with bar:
+        trainer.train()
+    rows = [{k: _short(h[k]) for k in LOG_KEYS if k in h} for h in trainer.state.log_history if "reward" in h]
     if len(rows) != sp.rl_steps or len(times) != sp.rl_steps:
         raise CatsimError(f"{rdir}: TRL logged {len(rows)} steps, not {sp.rl_steps}")
     for row, t in zip(rows, times):
-        row["step_seconds"] = t
+        row["step_seconds"] = _short(t)
     trainer.save_model(str(stage / "model"))
     for name in ("tokenizer.json", "tokenizer_config.json", "catsim_task.json"):
         shutil.copy(base / name, stage / "model" / name)
@@ -148,6 +157,11 @@ def train(sp: StudyPreset, task, base: Path, rdir: Path, method: str, n: int, ga
     os.replace(stage / "model", rdir / "model")
     shutil.rmtree(stage, ignore_errors=True)
     return rows
+
+
+def _short(x):
+    """A logged float to 7 significant digits (TRL's are float32: nothing is lost)."""
+    return float(f"{x:.7g}") if isinstance(x, float) else x
 
 
 def _read_log(rdir: Path, steps: int) -> list[dict] | None:
@@ -202,7 +216,7 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True
         rdir.mkdir(parents=True, exist_ok=True)
         rows = _read_log(rdir, sp.rl_steps)
         if rows is None:  # not trained, or interrupted: TRL restarts it
-            rows = train(sp, task, sdir / "base", rdir, method, n, gamma, seed, max_new)
+            rows = train(sp, task, sdir / "base", rdir, method, n, gamma, seed, max_new, progress)
         final = maze_study.evaluate(sp, task, rdir / "model", n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks,
                                     label=f"s{seed} eval {rdir.name}", progress=progress, solution_mass=True)
         ev = maze_study._write(rdir / "eval.json", {
@@ -234,10 +248,16 @@ def collect(out: Path, sp: StudyPreset, say=print) -> dict:
                    if (r := maze_study._read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
     n = plan(sp)[0][1]
     head = dataclasses.replace(sp, plan=((n, max(s for *_, s in plan(sp)) + 1),), gammas=(0.5,))
-    tests = {"trl": maze_study.paired_tests(runs, head), "catsim": maze_study.paired_tests(catsim_runs, head)}
+    # the trainers are compared on the seeds both have finished (GRPO and F-GRPO), else catsim's all
+    paired = lambda rs: {r["seed"] for r in rs if r["method"] == "grpo"} & {r["seed"] for r in rs if r["method"] != "grpo"}  # noqa: E731
+    common = paired(runs) & paired(catsim_runs)
+    both = {"trl": [r for r in runs if r["seed"] in common],
+            "catsim": [r for r in catsim_runs if r["seed"] in common] if common else catsim_runs}
+    tests = {k: maze_study.paired_tests(rs, head) for k, rs in both.items()}
     return {"preset": maze_study._preset_json(sp), "runs": runs, "pending": pending,
             "summary": maze_study.summarize(runs, sp) if runs else [], "tests": tests["trl"],
-            "cross": cross_table(runs, catsim_runs, tests, sp), "differences": [list(d) for d in DIFFERENCES]}
+            "cross_seeds": sorted(common), "cross": cross_table(both["trl"] if common else runs, both["catsim"], tests, sp),
+            "differences": [list(d) for d in DIFFERENCES]}
 
 
 def cross_table(trl_runs: list[dict], catsim_runs: list[dict], tests: dict, sp: StudyPreset) -> list[dict]:
@@ -275,7 +295,9 @@ def report_lines(trl: dict) -> list[str]:
     lines = ["## The same finding inside TRL", "",
              "TRL's own GRPOTrainer (GRPO) and catsim's plug-in FGRPOTrainer (F-GRPO γ = 0.5) from the same warm-ups, "
              "with the study's batch, learning rate, temperature, response length and steps, evaluated by catsim's "
-             "evaluator on the same held-out mazes; F-GRPO − GRPO by the same paired test within each trainer.", "",
+             "evaluator on the same held-out mazes; F-GRPO − GRPO by the same paired test within each trainer, "
+             + (f"on the seeds both trainers have finished ({', '.join(map(str, trl['cross_seeds']))})."
+                if trl.get("cross_seeds") else "catsim on all its seeds (no TRL seed has both runs yet)."), "",
              f"| trainer | GRPO pass@1 | GRPO pass@{m} | F-GRPO pass@1 | F-GRPO pass@{m} | Δ pass@1 (p) | "
              f"Δ pass@{m} | interval | p | per-seed Δ pass@{m} |", "|---|---|---|---|---|---|---|---|---|---|"]
     verdicts = {}
