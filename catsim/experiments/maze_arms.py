@@ -256,9 +256,10 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = Tru
     return result
 
 
-def collect_arms(out: Path, sp: StudyPreset, arms, say=print) -> dict:
+def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] | None = None) -> dict:
     """arms.json's content from the run directories: the finished runs, the pending ones, each arm's
-    summary (seed mean and spread; the seeds finished so far), the tests and the claims."""
+    summary (seed mean and spread; the seeds finished so far), the tests (`tests`: given, not
+    recomputed) and the claims."""
     bases = {}
     runs, pending = [], []
     for a in arms:
@@ -273,7 +274,7 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print) -> dict:
     by_arm = {a.name: [r for r in runs if r["arm"] == a.name] for a in arms}
     done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
     summary = [_summary(a, by_arm[a.name], bases) for a in arms if by_arm[a.name]]
-    tests = arm_tests(sp, arms, by_arm, done)
+    tests = arm_tests(sp, arms, by_arm, done) if tests is None else tests
     return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))),
             "arms": [{"name": a.name, **a.settings(), "seeds": a.seeds, "study_run": list(a.study_run),
                       "compare": list(a.compare)} for a in arms],
@@ -294,12 +295,13 @@ def _summary(arm: Arm, rs: list[dict], bases: dict) -> dict:
     return entry
 
 
-def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set) -> list[dict]:
-    """Every finished arm − each finished reference it names, at k = 1 and k = m: the study's paired
-    m-out-of-n test over the (seed, maze) units of the seeds both hold."""
+def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None) -> list[dict]:
+    """Every finished arm (of `only`, when given) − each finished reference it names, at k = 1 and
+    k = m: the study's paired m-out-of-n test over the (seed, maze) units of the seeds both hold.
+    `by_arm`: {arm name: its finished runs}; `done`: the arms with every seed finished."""
     counts = {name: {r["seed"]: r["final"]["num_correct"] for r in rs} for name, rs in by_arm.items()}
     tests = []
-    for a in arms:
+    for a in (a for a in arms if only is None or a.name in only):
         for ref in a.compare:
             if a.name not in done or ref not in done or ref == a.name:
                 continue

@@ -64,9 +64,14 @@ DIFFERENCES = (
 )
 
 
+def _headline(study_plan) -> tuple[int, int]:
+    """(N, seeds) of the study's headline N: the one with the most seeds (the smallest on a tie)."""
+    return max((tuple(p) for p in study_plan), key=lambda p: (p[1], -p[0]))
+
+
 def plan(sp: StudyPreset) -> list[tuple[str, int, float, int]]:
     """The TRL runs: GRPO and F-GRPO γ = 0.5 at the N with the most seeds, every seed of it."""
-    n, seeds = max(sp.plan, key=lambda p: (p[1], -p[0]))
+    n, seeds = _headline(sp.plan)
     return [(method, n, gamma, seed) for seed in range(seeds) for method, gamma in METHODS]
 
 
@@ -247,7 +252,7 @@ def collect(out: Path, sp: StudyPreset, say=print) -> dict:
     catsim_runs = [r for method, n, gamma, seed in plan(sp)
                    if (r := maze_study._read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
     n = plan(sp)[0][1]
-    head = dataclasses.replace(sp, plan=((n, max(s for *_, s in plan(sp)) + 1),), gammas=(0.5,))
+    head = dataclasses.replace(sp, plan=((n, max(s for *_, s in plan(sp)) + 1),), gammas=(0.5,), ks=(1, sp.test_m))
     # the trainers are compared on the seeds both have finished (GRPO and F-GRPO), else catsim's all
     paired = lambda rs: {r["seed"] for r in rs if r["method"] == "grpo"} & {r["seed"] for r in rs if r["method"] != "grpo"}  # noqa: E731
     common = paired(runs) & paired(catsim_runs)
@@ -288,41 +293,53 @@ def load_trl(out_dir: str | Path) -> dict | None:
     return d
 
 
+def _p(t: dict) -> str:
+    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
+
+
+def cross_lines(trl: dict) -> list[str]:
+    """The cross-trainer table (markdown): per trainer GRPO's and F-GRPO's pass@1 and pass@m, and
+    F-GRPO − GRPO at k = 1 and k = m with its interval, p and per-seed Δ."""
+    m = trl["preset"]["test_m"]
+    pct = lambda x: "–" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    lines = [f"| trainer | GRPO pass@1 | GRPO pass@{m} | F-GRPO pass@1 | F-GRPO pass@{m} | Δ pass@1 (p) | "
+             f"Δ pass@{m} | interval | p | per-seed Δ pass@{m} |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in trl["cross"]:
+        t, one = row["test"], row["test_1"]
+        means = (f"| {row['trainer']} | {pct(row['grpo']['1'])} | {pct(row['grpo'][str(m)])} | "
+                 f"{pct(row['f-grpo']['1'])} | {pct(row['f-grpo'][str(m)])} | ")
+        if t is None:
+            lines.append(means + "– | – | – | – | not finished |")
+            continue
+        seeds = ", ".join(f"{100 * v:+.1f}" for _, v in sorted(t["delta_per_seed"].items(), key=lambda kv: int(kv[0])))
+        lines.append(means + f"{100 * one['delta']:+.1f} ({_p(one)}) | {100 * t['delta']:+.1f} | "
+                     f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}] | {_p(t)} | {seeds} |")
+    return lines
+
+
 def report_lines(trl: dict) -> list[str]:
     """The report's cross-trainer section: the table, the verdict, the differences left, versions."""
     m = trl["preset"]["test_m"]
-    pct = lambda x: "–" if x is None else f"{100 * x:.1f}"  # noqa: E731
+    seeds = trl.get("cross_seeds") or []
+    planned = range(_headline(trl["preset"]["plan"])[1])
     lines = ["## The same finding inside TRL", "",
              "TRL's own GRPOTrainer (GRPO) and catsim's plug-in FGRPOTrainer (F-GRPO γ = 0.5) from the same warm-ups, "
              "with the study's batch, learning rate, temperature, response length and steps, evaluated by catsim's "
              "evaluator on the same held-out mazes; F-GRPO − GRPO by the same paired test within each trainer, "
-             + (f"on the seeds both trainers have finished ({', '.join(map(str, trl['cross_seeds']))})."
-                if trl.get("cross_seeds") else "catsim on all its seeds (no TRL seed has both runs yet)."), "",
-             f"| trainer | GRPO pass@1 | GRPO pass@{m} | F-GRPO pass@1 | F-GRPO pass@{m} | Δ pass@1 (p) | "
-             f"Δ pass@{m} | interval | p | per-seed Δ pass@{m} |", "|---|---|---|---|---|---|---|---|---|---|"]
-    verdicts = {}
-    for row in trl["cross"]:
-        t, one = row["test"], row["test_1"]
-        if t is None:
-            lines.append(f"| {row['trainer']} | {pct(row['grpo']['1'])} | {pct(row['grpo'][str(m)])} | "
-                         f"{pct(row['f-grpo']['1'])} | {pct(row['f-grpo'][str(m)])} | – | – | – | – | not finished |")
-            continue
-        seeds = ", ".join(f"{100 * v:+.1f}" for _, v in sorted(t["delta_per_seed"].items(), key=lambda kv: int(kv[0])))
-        p = lambda x: f"p < {1 / x['iterations']:.0e}" if x["p_value"] == 0 else f"p = {x['p_value']:.2g}"  # noqa: E731
-        lines.append(f"| {row['trainer']} | {pct(row['grpo']['1'])} | {pct(row['grpo'][str(m)])} | "
-                     f"{pct(row['f-grpo']['1'])} | {pct(row['f-grpo'][str(m)])} | "
-                     f"{100 * one['delta']:+.1f} ({p(one)}) | {100 * t['delta']:+.1f} | "
-                     f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}] | {p(t)} | {seeds} |")
-        verdicts[row["trainer"]] = (t["significant"] and t["delta"] > 0,
-                                    all(v > 0 for v in t["delta_per_seed"].values()))
+             + (f"on the seeds both trainers have finished ({', '.join(map(str, seeds))} of {len(planned)})."
+                if seeds else "catsim on all its seeds (no TRL seed has both runs yet)."), "", *cross_lines(trl)]
+    verdicts = {row["trainer"]: (row["test"]["significant"] and row["test"]["delta"] > 0,
+                                 all(v > 0 for v in row["test"]["delta_per_seed"].values()))
+                for row in trl["cross"] if row["test"] is not None}
     lines.append("")
     if "trl" in verdicts and "catsim" in verdicts:
         (trl_sig, trl_all), (cat_sig, _) = verdicts["trl"], verdicts["catsim"]
+        partial = f" (so far: {len(seeds)} of {len(planned)} seeds)" if len(seeds) < len(planned) else ""
         if trl_sig and cat_sig:
-            lines.append(f"**The effect replicates in TRL**: F-GRPO keeps significantly more pass@{m} than GRPO in both "
-                         f"trainers{' (every TRL seed the same sign)' if trl_all else ''}.")
+            lines.append(f"**The effect replicates in TRL**{partial}: F-GRPO keeps significantly more pass@{m} than "
+                         f"GRPO in both trainers{' (every TRL seed the same sign)' if trl_all else ''}.")
         elif cat_sig:
-            lines.append(f"**The effect does not replicate in TRL**: catsim's F-GRPO − GRPO at k = {m} is significant, "
+            lines.append(f"**The effect does not replicate in TRL**{partial}: catsim's F-GRPO − GRPO at k = {m} is significant, "
                          "TRL's is not; the differences left between the two set-ups are below.")
         else:
             lines.append(f"Neither trainer's F-GRPO − GRPO at k = {m} is the catsim finding (see the table).")

@@ -112,10 +112,10 @@ def _run_arms(args, sp) -> int:
 
 def _run_trl(args, sp) -> int:
     from catsim.cli.args import show_progress
-    from catsim.experiments.maze_trl import report_lines, run_trl_study
+    from catsim.experiments.maze_trl import cross_lines, run_trl_study
 
     result = run_trl_study(args.out, sp, progress=show_progress(False if args.quiet else None),
                            max_runs=args.max_runs)
-    print("\n".join(report_lines(result)[6:9]))
+    print("\n".join(cross_lines(result)))
     print(f"{len(result['runs'])} TRL runs finished, {len(result['pending'])} pending; TRL: {args.out}/trl.json")
     return 0
