@@ -218,17 +218,12 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = Tru
     out = Path(out_dir)
     arms = tuple(arms)
     _check_plan(sp, arms)
-    if not (out / maze_study.STUDY_FILE).is_file():
-        raise CatsimError(f"{out} holds no maze study: run `catsim llm maze-study --out {out}` first")
-    maze_study._check_study_file(out, sp, say)  # the same settings as the study, or refused
+    maze_study.check_study_ready(out, sp, range(max(a.seeds for a in arms)), say)
     for a in arms:
         for seed in range(a.seeds):
             if a.study_run and _read(sp, out, a, seed, say) is None:
                 raise CatsimError(f"arm {a.name} is the study run s{seed}/{a.label()}, which is not finished: "
                                   f"run the study first (`catsim llm maze-study --out {out}`)")
-            if not maze_study._finished(out / f"s{seed}" / "base"):
-                raise CatsimError(f"{out / f's{seed}' / 'base'}: no warm-up; run the study first")
-            maze_study._check_warm_up(sp, out / f"s{seed}" / "base", seed)
     task = maze_study._task(sp)
     todo = [(a, seed) for a in arms if not a.study_run for seed in range(a.seeds)]  # arm by arm, in order
     bases: dict[int, dict] = {}

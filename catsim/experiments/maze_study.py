@@ -272,6 +272,17 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
     return _write(out / RESULTS_FILE, results)
 
 
+def check_study_ready(out: Path, sp: StudyPreset, seeds, say=print) -> None:
+    """Refuse (CatsimError, one line) to build on a study folder that holds no study, another study,
+    or a missing or unusable warm-up of one of `seeds`: the arms and the TRL runs start from them."""
+    if not (out / STUDY_FILE).is_file():
+        raise CatsimError(f"{out} holds no maze study: run `catsim llm maze-study --out {out}` first")
+    _check_study_file(out, sp, say)  # the same settings as the study, or refused
+    for seed in sorted(set(seeds)):
+        if not _finished(out / f"s{seed}" / "base"):
+            raise CatsimError(f"{out / f's{seed}' / 'base'}: no warm-up; run the study first")
+        _check_warm_up(sp, out / f"s{seed}" / "base", seed)
+
 def ensure_base(sp: StudyPreset, task, sdir: Path, seed: int, bases: dict, *, progress: bool, say) -> dict:
     """Seed `seed`'s warm-up (trained when missing) and its evaluation, kept in `bases`."""
     if seed not in bases:

@@ -199,14 +199,8 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True
     except ImportError:
         raise CatsimError("TRL is not installed: pip install -e '.[trl]'") from None
     out = Path(out_dir)
-    if not (out / maze_study.STUDY_FILE).is_file():
-        raise CatsimError(f"{out} holds no maze study: run `catsim llm maze-study --out {out}` first")
-    maze_study._check_study_file(out, sp, say)
     runs = plan(sp)
-    for seed in sorted({s for *_, s in runs}):
-        if not maze_study._finished(out / f"s{seed}" / "base"):
-            raise CatsimError(f"{out / f's{seed}' / 'base'}: no warm-up; run the study first")
-        maze_study._check_warm_up(sp, out / f"s{seed}" / "base", seed)
+    maze_study.check_study_ready(out, sp, [seed for *_, seed in runs], say)
     task = maze_study._task(sp)
     max_new = task.max_answer_chars + 1
     done_now, t0 = 0, time.perf_counter()
