@@ -88,3 +88,14 @@ def test_cli_trl_refusals(tiny_study, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert why in err and "\n" not in err and "Traceback" not in err
     assert not (tmp_path / "none").exists()
+
+
+def test_size_line_reads_the_two_intervals():
+    def cross(trl_iv, trl_d):
+        return {"cross": [{"trainer": "catsim", "test": {"delta": 0.036, "interval": [0.025, 0.048]}},
+                          {"trainer": "trl", "test": {"delta": trl_d, "interval": trl_iv}}]}
+    overlap = maze_trl._size_line(cross([0.013, 0.036], 0.025), 64)
+    assert "+2.5 points in TRL against +3.6 in catsim (-1.1)" in overlap and "intervals overlap" in overlap
+    apart = maze_trl._size_line(cross([0.001, 0.02], 0.01), 64)
+    assert "do not overlap: the effect is smaller in TRL" in apart
+    assert "larger in TRL" in maze_trl._size_line(cross([0.05, 0.07], 0.06), 64)

@@ -278,16 +278,8 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] 
 
 
 def _summary(arm: Arm, rs: list[dict], bases: dict) -> dict:
-    entry = {"arm": arm.name, "seeds": [r["seed"] for r in rs], "pass_at_k": {}, "pass_at_k_std": {}}
-    for k in rs[0]["final"]["pass_at_k"]:
-        vals = np.asarray([r["final"]["pass_at_k"][k] for r in rs])
-        entry["pass_at_k"][k] = float(vals.mean())
-        entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
-    entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
-    entry["solution_prob_change"] = float(np.mean([maze_study.solution_prob_change(r, bases[r["seed"]])
-                                                   for r in rs if bases.get(r["seed"])]))
-    entry["rl_seconds_per_step"] = float(np.mean([r["rl_seconds"] / max(1, len(r["reward_curve"])) for r in rs]))
-    return entry
+    return {"arm": arm.name, **maze_study.seed_stats(rs, bases),
+            "rl_seconds_per_step": float(np.mean([r["rl_seconds"] / max(1, len(r["reward_curve"])) for r in rs]))}
 
 
 def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None) -> list[dict]:

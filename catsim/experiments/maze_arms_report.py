@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.experiments.maze_study import p_text
 from catsim.plots import maze_arms as plots
 from catsim.plots.maze_study import warm_up_on_curve_mazes
 
@@ -22,14 +23,10 @@ def _pts(x: float) -> str:
     return f"{100 * x:+.1f}"
 
 
-def _p(t: dict) -> str:
-    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
-
-
 def _cell(t: dict | None) -> str:
     if t is None:
         return "–"
-    return f"{_pts(t['delta'])} ({_p(t)}{', sig.' if t['significant'] else ''})"
+    return f"{_pts(t['delta'])} ({p_text(t)}{', sig.' if t['significant'] else ''})"
 
 
 def _spread(summary: dict, k: str) -> str:
@@ -65,7 +62,7 @@ def claim_lines(arms: dict) -> list[str]:
             what = f"{p['arm']} − {p['reference']} at k = {p['k']} (expected {p['sign']} 0): "
             parts.append(what + ("not run yet" if p["met"] is None else
                                  f"{_pts(p['delta'])} [{_pts(p['interval'][0])}, {_pts(p['interval'][1])}], "
-                                 f"{_p(p)}{'' if p['met'] else ' — not met'}"))
+                                 f"{p_text(p)}{'' if p['met'] else ' — not met'}"))
         lines.append(f"| {c['claim']} | {c['article']} | {'; '.join(parts)} | **{c['verdict']}** |")
     return lines
 
@@ -81,8 +78,8 @@ def headline_lines(arms: dict, m: int) -> list[str]:
                 "with runs)." + (" Some arms are still pending." if arms["pending"] else "")]
     one = h["pass_at_1"]
     return [rule, "", f"**{h['arm']}** keeps {_pts(h['pass_at_m']['delta'])} points of pass@{m} over GRPO "
-            f"({_p(h['pass_at_m'])}), at {_pts(one['delta']) if one else '?'} points of pass@1 "
-            f"({_p(one) if one else 'no test'})." + (" Some arms are still pending." if arms["pending"] else "")]
+            f"({p_text(h['pass_at_m'])}), at {_pts(one['delta']) if one else '?'} points of pass@1 "
+            f"({p_text(one) if one else 'no test'})." + (" Some arms are still pending." if arms["pending"] else "")]
 
 
 def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.experiments.maze_presets import paper
-from catsim.experiments.maze_study import solution_prob_change
+from catsim.experiments.maze_study import p_text, solution_prob_change
 from catsim.files import write_text
 from catsim.plots import maze_study as plots
 
@@ -73,7 +73,7 @@ def _test_cells(t: dict) -> str:
     per_seed = ", ".join(f"{float(v):+.3f}" for _, v in sorted(t.get("delta_per_seed", {}).items(),
                                                                 key=lambda kv: int(kv[0])))
     return (f"{t['delta']:+.4f} | [{t['interval'][0]:+.4f}, {t['interval'][1]:+.4f}] | "
-            f"{_p(t).removeprefix('p = ')} | {'yes' if t['significant'] else 'no'} | {per_seed} |")
+            f"{p_text(t).removeprefix('p = ')} | {'yes' if t['significant'] else 'no'} | {per_seed} |")
 
 
 def test_lines(results: dict) -> list[str]:
@@ -103,11 +103,6 @@ def change_lines(results: dict) -> list[str]:
     return lines
 
 
-def _p(t: dict) -> str:
-    """The p-value, or its resolution bound when no subsampled Δ fell on the other side of 0."""
-    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
-
-
 def _direction(t: dict, up: str, down: str, flat: str) -> str:
     if not t["significant"]:
         return flat
@@ -119,7 +114,7 @@ def _describe(t: dict) -> str:
     same = sum(np.sign(float(v)) == np.sign(t["delta"]) for v in seeds.values())
     spread = f"; {same} of {len(seeds)} seeds share its sign" if len(seeds) > 1 else "; one seed"
     return (f"Δpass@{t['k']} = {100 * t['delta']:+.1f} points (95 % interval "
-            f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}], {_p(t)}, "
+            f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}], {p_text(t)}, "
             f"{t['units']} (seed, maze) units{spread})")
 
 
@@ -165,13 +160,13 @@ def _pass1_line(results: dict, n: int, gamma: float, one: dict) -> str:
                f"{g_before:.3f}), F-GRPO {f_end:.3f} ({f_before:.3f}).")
     if one["significant"] and one["delta"] < 0:
         return (f"pass@1 does not reproduce the paper's: App. K reports F-GRPO's pass@1 higher ({paper_}); here "
-                f"F-GRPO − GRPO at k = 1 is {100 * one['delta']:+.1f} points ({_p(one)}): no pass@1 gain in this "
+                f"F-GRPO − GRPO at k = 1 is {100 * one['delta']:+.1f} points ({p_text(one)}): no pass@1 gain in this "
                 "regime, a small loss on the held-out mazes. Whether App. K's gain needs its larger mazes, model "
                 "or 10× longer runs (the regime table below) this study cannot tell." + rewards)
     if one["significant"]:
-        return f"pass@1 agrees in direction with App. K ({paper_}): {100 * one['delta']:+.1f} points ({_p(one)})." \
+        return f"pass@1 agrees in direction with App. K ({paper_}): {100 * one['delta']:+.1f} points ({p_text(one)})." \
             + rewards
-    return (f"pass@1: no detectable difference ({100 * one['delta']:+.1f} points, {_p(one)}); App. K reports "
+    return (f"pass@1: no detectable difference ({100 * one['delta']:+.1f} points, {p_text(one)}); App. K reports "
             f"F-GRPO higher ({paper_})." + rewards)
 
 
@@ -208,18 +203,18 @@ def answer_lines(results: dict) -> list[str]:
     lines.append("")
     if grpo_lost and focal_better:
         verdict = (f"**Yes, in this regime**: GRPO loses pass@{k} against the warm-up and F-GRPO (γ = {gamma:g}) "
-                   f"keeps more of it ({_p(head)}).")
+                   f"keeps more of it ({p_text(head)}).")
     elif grpo_lost:
         verdict = (f"**Not shown in this regime**: GRPO loses pass@{k} against the warm-up, but F-GRPO (γ = {gamma:g}) "
-                   f"is not detectably better at k = {k} ({_p(head)}); the paper's claim does not "
+                   f"is not detectably better at k = {k} ({p_text(head)}); the paper's claim does not "
                    "reproduce here.")
     elif focal_better:
         verdict = (f"**Partly**: GRPO does not detectably lose pass@{k} against the warm-up here, yet F-GRPO "
-                   f"(γ = {gamma:g}) ends higher ({_p(head)}).")
+                   f"(γ = {gamma:g}) ends higher ({p_text(head)}).")
     else:
         verdict = (f"**The paper's premise does not arise in this regime**: GRPO does not detectably lose pass@{k} "
                    f"against the warm-up, and F-GRPO (γ = {gamma:g}) is not detectably different from GRPO at k = {k} "
-                   f"({_p(head)}).")
+                   f"({p_text(head)}).")
     lines.append(verdict)
     lines += ["", _pass1_line(results, n, gamma, one)]
     lines += ["", "Confidence: the p-values come from the paper's paired m-out-of-n subsampling test, whose units "

@@ -347,25 +347,29 @@ def collect(out: Path, sp: StudyPreset, say=print) -> dict:
 
 
 def summarize(runs: list[dict], sp: StudyPreset, bases: dict | None = None) -> list[dict]:
-    """Per (method, N, γ): mean and seed spread (sample std, ddof 1; 0 with one seed) of pass@k,
-    the greedy solve rate, and (given `bases`, {seed: warm-up evaluation}) the mean per-maze change
-    of π(solution) from the seed's warm-up, averaged over seeds (`solution_prob_change`)."""
+    """Per (method, N, γ): `seed_stats` of its runs."""
     groups: dict[tuple, list[dict]] = {}
     for r in runs:
         groups.setdefault((r["method"], r["group_size"], r["gamma"]), []).append(r)
-    out = []
-    for (method, n, gamma), rs in groups.items():
-        entry = {"method": method, "group_size": n, "gamma": gamma, "seeds": [r["seed"] for r in rs],
-                 "pass_at_k": {}, "pass_at_k_std": {}}
-        for k in rs[0]["final"]["pass_at_k"]:
-            vals = np.asarray([r["final"]["pass_at_k"][k] for r in rs])
-            entry["pass_at_k"][k] = float(vals.mean())
-            entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
-        entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
-        if bases is not None:
-            entry["solution_prob_change"] = float(np.mean([solution_prob_change(r, bases[r["seed"]]) for r in rs]))
-        out.append(entry)
-    return out
+    return [{"method": method, "group_size": n, "gamma": gamma, **seed_stats(rs, bases)}
+            for (method, n, gamma), rs in groups.items()]
+
+
+def seed_stats(rs: list[dict], bases: dict | None = None) -> dict:
+    """The seeds of one configuration's runs `rs`: mean and seed spread (sample std, ddof 1; 0 with one
+    seed) of pass@k, the mean greedy solve rate, and (given `bases`, {seed: warm-up evaluation}) the mean
+    per-maze change of π(solution) from each seed's warm-up (`solution_prob_change`), over the seeds
+    whose warm-up is given."""
+    entry = {"seeds": [r["seed"] for r in rs], "pass_at_k": {}, "pass_at_k_std": {}}
+    for k in rs[0]["final"]["pass_at_k"]:
+        vals = np.asarray([r["final"]["pass_at_k"][k] for r in rs])
+        entry["pass_at_k"][k] = float(vals.mean())
+        entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
+    entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
+    changes = [solution_prob_change(r, bases[r["seed"]]) for r in rs if bases and bases.get(r["seed"])]
+    if changes:
+        entry["solution_prob_change"] = float(np.mean(changes))
+    return entry
 
 
 def solution_prob_change(run: dict, base: dict) -> float:
@@ -377,6 +381,12 @@ def _pooled(runs: list[dict], method: str, n: int, gamma: float) -> dict[int, li
     """{seed: per-maze correct counts} of one (method, N, γ)'s runs."""
     return {r["seed"]: r["final"]["num_correct"] for r in runs
             if r["method"] == method and r["group_size"] == n and r["gamma"] == gamma}
+
+
+def p_text(t: dict) -> str:
+    """A test's p-value as reported: `p = …`, or its resolution bound (`p < 1/iterations`) when no
+    subsampled Δ fell on the other side of 0."""
+    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
 
 
 def paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], seed: int, alpha: float,

@@ -287,10 +287,6 @@ def load_trl(out_dir: str | Path) -> dict | None:
     return d
 
 
-def _p(t: dict) -> str:
-    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
-
-
 def cross_lines(trl: dict) -> list[str]:
     """The cross-trainer table (markdown): per trainer GRPO's and F-GRPO's pass@1 and pass@m, and
     F-GRPO − GRPO at k = 1 and k = m with its interval, p and per-seed Δ."""
@@ -306,9 +302,23 @@ def cross_lines(trl: dict) -> list[str]:
             lines.append(means + "– | – | – | – | not finished |")
             continue
         seeds = ", ".join(f"{100 * v:+.1f}" for _, v in sorted(t["delta_per_seed"].items(), key=lambda kv: int(kv[0])))
-        lines.append(means + f"{100 * one['delta']:+.1f} ({_p(one)}) | {100 * t['delta']:+.1f} | "
-                     f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}] | {_p(t)} | {seeds} |")
+        lines.append(means + f"{100 * one['delta']:+.1f} ({maze_study.p_text(one)}) | {100 * t['delta']:+.1f} | "
+                     f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}] | {maze_study.p_text(t)} | {seeds} |")
     return lines
+
+
+def _size_line(trl: dict, m: int) -> str:
+    """The effect's size in the two trainers, and whether their 95 % intervals overlap (a reading of
+    the two tests, not a test of the difference between the trainers)."""
+    t = {row["trainer"]: row["test"] for row in trl["cross"]}
+    (lo_t, hi_t), (lo_c, hi_c) = t["trl"]["interval"], t["catsim"]["interval"]
+    gap = 100 * (t["trl"]["delta"] - t["catsim"]["delta"])
+    size = f"Its size at k = {m}: {100 * t['trl']['delta']:+.1f} points in TRL against {100 * t['catsim']['delta']:+.1f} in catsim"
+    if lo_t <= hi_c and lo_c <= hi_t:
+        return (f"{size} ({gap:+.1f}); the two intervals overlap, so the trainers' effects are not told apart at this "
+                "resolution (the overlap is a reading of the two tests, not a test of their difference).")
+    return (f"{size} ({gap:+.1f}); the two intervals do not overlap: the effect is {'smaller' if gap < 0 else 'larger'} "
+            "in TRL, and the differences left between the set-ups (below) are the candidates.")
 
 
 def report_lines(trl: dict) -> list[str]:
@@ -332,6 +342,7 @@ def report_lines(trl: dict) -> list[str]:
         if trl_sig and cat_sig:
             lines.append(f"**The effect replicates in TRL**{partial}: F-GRPO keeps significantly more pass@{m} than "
                          f"GRPO in both trainers{' (every TRL seed the same sign)' if trl_all else ''}.")
+            lines.append(_size_line(trl, m))
         elif cat_sig:
             lines.append(f"**The effect does not replicate in TRL**{partial}: catsim's F-GRPO − GRPO at k = {m} is significant, "
                          "TRL's is not; the differences left between the two set-ups are below.")
