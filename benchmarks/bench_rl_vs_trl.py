@@ -5,6 +5,8 @@ and settings, back to back in one run, each in a fresh process as a user runs it
     python benchmarks/bench_rl_vs_trl.py                       # tiny maze warm-up model (made here)
     python benchmarks/bench_rl_vs_trl.py --model DIR           # any catsim model dir of the maze task
     python benchmarks/bench_rl_vs_trl.py --large               # + a 0.5B-width model (2 layers)
+    python benchmarks/bench_rl_vs_trl.py --model figures/maze-study/cpu/s0/base --steps 160 \
+        --prompts 32 --group 8 --max-new 25                    # the Maze study's workload
 
 Work per step on both sides: 8 prompts x 8 rollouts, at most 32 new tokens, temperature 1, AdamW
 (0.9, 0.999, weight decay 0.01) at a constant lr 1e-4, global-norm clip 1, ε = 0.2, no KL
