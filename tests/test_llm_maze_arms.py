@@ -173,7 +173,9 @@ def test_cli_refuses_in_one_line(tiny_study, tmp_path, capsys):
     for argv, why in ((["--out", str(tiny_study), "--preset", "tiny", "--arms", "bogus"], "unknown arm 'bogus'"),
                       (["--out", str(tiny_study), "--preset", "tiny", "--arms", ","], "--arms"),
                       (["--out", str(tmp_path / "none"), "--preset", "tiny", "--arms", "all"], "holds no maze study"),
-                      (["--out", str(tmp_path / "p"), "--preset", "paper", "--arms", "all"], "has no arms")):
+                      (["--out", str(tmp_path / "p"), "--preset", "paper", "--arms", "all"], "has no arms"),
+                      (["--out", str(tiny_study), "--preset", "tiny", "--arms", "all", "--max-runs", "-1"],
+                       "--max-runs must be >= 0")):
         capsys.readouterr()
         assert main(["llm", "maze-study", "--quiet", *argv]) == 2
         err = capsys.readouterr().err.strip()
@@ -185,6 +187,11 @@ def test_report_has_the_arms_section_and_figures(tiny_study, tmp_path):
     out = tmp_path / "study"
     shutil.copytree(tiny_study, out)
     assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]) == 0
+    written = (out / "arms.json").read_text()
+    (out / "arms.json").unlink()  # --max-runs 0 trains nothing and writes arms.json again from the runs
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all",
+                 "--max-runs", "0"]) == 0
+    assert json.loads((out / "arms.json").read_text())["runs"] == json.loads(written)["runs"]
     report = tmp_path / "report"
     assert main(["llm", "maze-study", "--out", str(out), "--report", str(report)]) == 0
     text = (report / "report.md").read_text()
@@ -195,3 +202,21 @@ def test_report_has_the_arms_section_and_figures(tiny_study, tmp_path):
         assert (report / f).read_bytes()[:4] == b"\x89PNG"
     (out / "arms.json").write_text("[]")
     assert main(["llm", "maze-study", "--out", str(out), "--report", str(tmp_path / "r2")]) == 2
+
+
+def test_horizon_claims_test_each_longer_run_against_its_own_shorter_one():
+    sp, names = maze_presets.cpu(), {a.name for a in arm_set("cpu")}
+    assert "grpo" in next(a for a in arm_set("cpu") if a.name == "grpo-6000").compare
+    tests = [_t("grpo-6000", "grpo", 64, -0.02, 0.001),  # GRPO lost more pass@64 by 6,000 steps
+             _t("f-grpo-g0.5-6000", "grpo-6000", 64, 0.04, 0.0),
+             _t("f-grpo-g0.5-6000", "grpo-6000", 1, -0.004, 0.3)]  # pass@1 cost no longer significant
+    claims = {c["claim"]: c for c in maze_arms.judge_claims(tests, sp, names)}
+    assert claims["GRPO's pass@k loss grows as training lengthens"]["verdict"] == "holds"
+    longer = claims["with longer training F-GRPO keeps its pass@k gain and its pass@1 cost goes"]
+    assert [p["met"] for p in longer["parts"]] == [True, True] and longer["verdict"] == "holds"
+    tests[2] = _t("f-grpo-g0.5-6000", "grpo-6000", 1, -0.01, 0.001)  # the cost is still there
+    claims = {c["claim"]: c for c in maze_arms.judge_claims(tests, sp, names)}
+    assert claims["with longer training F-GRPO keeps its pass@k gain and its pass@1 cost goes"]["verdict"] == "mixed"
+    tests[0] = _t("grpo-6000", "grpo", 64, 0.01, 0.4)
+    claims = {c["claim"]: c for c in maze_arms.judge_claims(tests, sp, names)}
+    assert claims["GRPO's pass@k loss grows as training lengthens"]["verdict"] == "does not hold"

@@ -101,8 +101,9 @@ def cpu_arms() -> tuple[Arm, ...]:
         Arm("gamma-ramp", ramp),
         Arm("grpo-4updates", updates=4),
         Arm("f-grpo-g0.5-4updates", {"gamma": 0.5}, updates=4, compare=("grpo", "f-grpo-g0.5", "grpo-4updates")),
-        Arm("grpo-6000", steps=6000, seeds=2, curve_every=500, compare=()),
-        Arm("f-grpo-g0.5-6000", {"gamma": 0.5}, steps=6000, seeds=2, curve_every=500, compare=("grpo-6000",)),
+        Arm("grpo-6000", steps=6000, seeds=2, curve_every=500, compare=("grpo",)),
+        Arm("f-grpo-g0.5-6000", {"gamma": 0.5}, steps=6000, seeds=2, curve_every=500,
+            compare=("grpo-6000", "f-grpo-g0.5")),
     )
 
 
@@ -113,8 +114,9 @@ def tiny_arms() -> tuple[Arm, ...]:
         Arm("f-grpo-g0.5", study_run=("f-grpo", 0.5), group_size=2, seeds=1, compare=("grpo",)),
         Arm("grpo-kl", {"kl_coef": 0.001}, group_size=2, seeds=1),
         Arm("f-dapo-g0.5", {"method": "dapo", "gamma": 0.5}, group_size=2, seeds=1, updates=1),
-        Arm("grpo-4", steps=4, curve_every=2, group_size=2, seeds=1, compare=()),
-        Arm("f-grpo-g0.5-4", {"gamma": 0.5}, steps=4, curve_every=2, group_size=2, seeds=1, compare=("grpo-4",)),
+        Arm("grpo-4", steps=4, curve_every=2, group_size=2, seeds=1, compare=("grpo",)),
+        Arm("f-grpo-g0.5-4", {"gamma": 0.5}, steps=4, curve_every=2, group_size=2, seeds=1,
+            compare=("grpo-4", "f-grpo-g0.5")),
     )
 
 
@@ -145,6 +147,14 @@ CLAIMS = (
     {"claim": "with App. K's four updates a step, F-GRPO gains pass@1 and pass@k over GRPO",
      "article": "App. K: F-GRPO above GRPO at pass@1 and pass@256 at every N",
      "parts": (("f-grpo-g0.5-4updates", "grpo-4updates", 1, ">"), ("f-grpo-g0.5-4updates", "grpo-4updates", "m", ">"))},
+    # The horizon (added before any horizon run): each longer run against its own seeds' 2,000-step run
+    # and F-GRPO against GRPO at the longer horizon, on the full evaluation.
+    {"claim": "GRPO's pass@k loss grows as training lengthens",
+     "article": "the simulator's horizons study (figures/horizons): the lost tail mass grows with t",
+     "parts": (("grpo-6000", "grpo", "m", "<"),)},
+    {"claim": "with longer training F-GRPO keeps its pass@k gain and its pass@1 cost goes",
+     "article": "App. K (20,000 steps): F-GRPO above GRPO at pass@1 and pass@256",
+     "parts": (("f-grpo-g0.5-6000", "grpo-6000", "m", ">"), ("f-grpo-g0.5-6000", "grpo-6000", 1, ">="))},
 )
 
 

@@ -120,10 +120,12 @@ def arms_section(arms: dict, results: dict, stage: Path) -> tuple[list[str], tup
              "bonus 0.001, KL penalty 0.001 to the warm-up with the k3 estimator; DAPO and CISPO as "
              "`--method dapo|cispo` define them; the γ ramp is the article's get_gamma.", "",
              *headline_lines(arms, m), "", *table_lines(arms, m), "",
-             "### The article's claims", "",
+             "### The article's claims, and the horizon's", "",
              "A part is met when its paired test is significant (α = 0.05) in the expected direction (for ≥ / ≤: "
              "when it is not significant in the other); a claim holds when every part is met, does not hold "
-             "when none is, and is mixed otherwise. Tests are descriptive: no correction for the many comparisons.",
+             "when none is, and is mixed otherwise. Tests are descriptive: no correction for the many comparisons. "
+             "The last two rows test the horizon: each 6,000-step run against the 2,000-step run of its own seeds "
+             "(the simulator's prediction), and F-GRPO against GRPO at 6,000 steps (App. K's longer training).",
              "", *claim_lines(arms), ""]
     horizon = horizon_lines(arms, results, m)
     if horizon:

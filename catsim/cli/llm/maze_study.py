@@ -36,7 +36,8 @@ def register(subparsers) -> None:
     parser.add_argument("--trainer", choices=("catsim", "trl"), default="catsim",
                         help="trl: GRPO (TRL's GRPOTrainer) and F-GRPO γ = 0.5 (catsim's TRL plug-in) from the "
                              "study's warm-ups, evaluated by catsim, after the study (needs .[trl]; default: catsim)")
-    parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all)")
+    parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all); with --arms or "
+                             "--trainer trl, 0 trains nothing and rewrites arms.json / trl.json from the finished runs")
     parser.add_argument("--report", metavar="DIR",
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
                              "run nothing (default: off)")
@@ -52,8 +53,9 @@ def preset_from_args(args):
     if args.paper_shapes and args.preset != "tiny":
         raise CatsimError("--paper-shapes goes with --preset tiny")
     sp = maze_presets.tiny(True) if args.paper_shapes else maze_presets.preset(args.preset)
-    if args.max_runs is not None and args.max_runs < 1:
-        raise CatsimError(f"--max-runs must be >= 1, got {args.max_runs}")
+    least = 0 if args.arms is not None or args.trainer == "trl" else 1  # 0: rewrite arms.json / trl.json only
+    if args.max_runs is not None and args.max_runs < least:
+        raise CatsimError(f"--max-runs must be >= {least}{' for the study' if least else ''}, got {args.max_runs}")
     sizes = None if args.group_sizes is None else parse_int_list(args.group_sizes, "--group-sizes")
     gammas = None if args.gammas is None else parse_float_list(args.gammas, "--gammas")
     return sp.with_overrides(seeds=args.seeds, group_sizes=sizes, gammas=gammas)
