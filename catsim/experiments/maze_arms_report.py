@@ -29,6 +29,11 @@ def _cell(t: dict | None) -> str:
     return f"{_pts(t['delta'])} ({p_text(t)}{', sig.' if t['significant'] else ''})"
 
 
+def _change(summary: dict) -> str:
+    """The mean change of π(solution) from the warm-ups ("–" when no warm-up evaluation was read)."""
+    return f"{summary['solution_prob_change']:+.3f}" if "solution_prob_change" in summary else "–"
+
+
 def _spread(summary: dict, k: str) -> str:
     return f"{100 * summary['pass_at_k'][k]:.1f} ± {100 * summary['pass_at_k_std'][k]:.1f}"
 
@@ -48,7 +53,7 @@ def table_lines(arms: dict, m: int) -> list[str]:
         a = by[s["arm"]]
         lines.append(f"| {s['arm']} | {a['group_size']} | {a['steps'] or arms['preset']['rl_steps']} | "
                      f"{a['updates'] or 1} | {len(s['seeds'])}/{a['seeds']} | {_spread(s, '1')} | {_spread(s, str(m))} | "
-                     f"{100 * s['greedy_solve_rate']:.1f} | {s['solution_prob_change']:+.3f} | "
+                     f"{100 * s['greedy_solve_rate']:.1f} | {_change(s)} | "
                      f"{s['rl_seconds_per_step']:.3f} | " + " | ".join(
                          _cell(_test(arms, s["arm"], ref, k)) for ref in ("grpo", "f-grpo-g0.5") for k in (1, m)) + " |")
     return lines
