@@ -283,6 +283,7 @@ def check_study_ready(out: Path, sp: StudyPreset, seeds, say=print) -> None:
             raise CatsimError(f"{out / f's{seed}' / 'base'}: no warm-up; run the study first")
         _check_warm_up(sp, out / f"s{seed}" / "base", seed)
 
+
 def ensure_base(sp: StudyPreset, task, sdir: Path, seed: int, bases: dict, *, progress: bool, say) -> dict:
     """Seed `seed`'s warm-up (trained when missing) and its evaluation, kept in `bases`."""
     if seed not in bases:

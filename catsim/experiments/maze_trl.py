@@ -237,16 +237,16 @@ def collect(out: Path, sp: StudyPreset, say=print) -> dict:
     """trl.json's content: the finished TRL runs, the pending ones, the summary, F-GRPO − GRPO inside
     TRL (the study's paired test) and the cross-trainer table (catsim's runs of the same N, seeds)."""
     runs, pending = [], []
-    for method, n, gamma, seed in plan(sp):
+    todo = plan(sp)
+    for method, n, gamma, seed in todo:
         ev = _read(sp, out / f"s{seed}", method, n, gamma, seed, say)
         if ev is None:
             pending.append(f"s{seed}/{label(method, n, gamma)}")
         else:
             runs.append(ev)
-    catsim_runs = [r for method, n, gamma, seed in plan(sp)
+    catsim_runs = [r for method, n, gamma, seed in todo
                    if (r := maze_study._read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
-    n = plan(sp)[0][1]
-    head = dataclasses.replace(sp, plan=((n, max(s for *_, s in plan(sp)) + 1),), gammas=(0.5,), ks=(1, sp.test_m))
+    head = dataclasses.replace(sp, plan=(_headline(sp.plan),), gammas=(0.5,), ks=(1, sp.test_m))
     # the trainers are compared on the seeds both have finished (GRPO and F-GRPO), else catsim's all
     paired = lambda rs: {r["seed"] for r in rs if r["method"] == "grpo"} & {r["seed"] for r in rs if r["method"] != "grpo"}  # noqa: E731
     common = paired(runs) & paired(catsim_runs)
