@@ -145,3 +145,50 @@ def test_trl_is_that_of_the_committed_runs():
     for key, value in now.items():
         assert committed[key] == value, key
     assert json.loads((REPORT / "trl.json").read_text()) == committed
+
+
+# The docs' arms table: its first cell names the arm; the columns after it are pass@1, pass@m,
+# Δ pass@1 vs GRPO, Δ pass@m vs GRPO, Δ pass@m vs F-GRPO γ = 0.5 (points) and RL seconds per step.
+ARM_LABELS = {
+    "GRPO (study run)": "grpo", "F-GRPO γ = 0.5 (study run)": "f-grpo-g0.5",
+    "F-GRPO γ = 1 (study run)": "f-grpo-g1", "GRPO at N = 32 (study run, seed 0)": "grpo-N32",
+    "GRPO + entropy 0.001": "grpo-entropy", "GRPO + KL 0.001": "grpo-kl", "DAPO": "dapo",
+    "F-DAPO γ = 0.5": "f-dapo-g0.5", "CISPO": "cispo", "F-CISPO γ = 0.5": "f-cispo-g0.5",
+    "GRPO → F-GRPO at step 1,000": "switch-1000", "γ ramp (get_gamma)": "gamma-ramp",
+    "GRPO, 4 updates a step": "grpo-4updates", "F-GRPO γ = 0.5, 4 updates a step": "f-grpo-g0.5-4updates",
+    "GRPO, 6,000 steps": "grpo-6000", "F-GRPO γ = 0.5, 6,000 steps": "f-grpo-g0.5-6000",
+}
+
+
+def _number(cell: str) -> float | None:
+    m = re.match(r"\s*([+−-]?[0-9.]+)", cell)
+    return None if m is None else float(m.group(1).replace("−", "-"))
+
+
+def test_the_docs_arms_table_quotes_arms_json():
+    """Every number of the arms table in docs/llm-maze-study.md is arms.json's (to its last digit),
+    and a cell reads – only where arms.json has no such test."""
+    committed = _published_arms()
+    text = (ROOT / "docs" / "llm-maze-study.md").read_text()
+    section = text.split("### Where the arms stand", 1)[1].split("\n#", 1)[0]
+    summary = {s["arm"]: s for s in committed["summary"]}
+    tests = {(t["arm"], t["reference"], str(t["k"])): t for t in committed["tests"]}
+    m = str(committed["tests"][0]["m"])
+    rows = 0
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0] not in ARM_LABELS:
+            continue
+        arm, rows = ARM_LABELS[cells[0]], rows + 1
+        s = summary[arm]
+        assert _number(cells[1]) == pytest.approx(100 * s["pass_at_k"]["1"], abs=0.051), line
+        assert _number(cells[2]) == pytest.approx(100 * s["pass_at_k"][m], abs=0.051), line
+        for cell, ref, k in ((cells[3], "grpo", "1"), (cells[4], "grpo", m), (cells[5], "f-grpo-g0.5", m)):
+            t = tests.get((arm, ref, k)) or tests.get((ref, arm, k))
+            if cell == "–":
+                assert t is None or arm == ref, line
+                continue
+            sign = 1 if t["arm"] == arm else -1
+            assert _number(cell) == pytest.approx(100 * sign * t["delta"], abs=0.051), line
+        assert _number(cells[6]) == pytest.approx(s["rl_seconds_per_step"], abs=0.0005), line
+    assert rows == len(summary)  # every arm with results is in the table

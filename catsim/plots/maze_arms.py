@@ -15,22 +15,25 @@ def plot_frontier(arms: dict, results: dict, path: str | Path, m: int) -> Path:
     """pass@1 against pass@m, one point per arm (seed mean, seed sample std as error bars), the
     warm-up marked: which fix keeps pass@k at what pass@1 cost."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(7.2, 5.4))
+    fig, ax = plt.subplots(figsize=(9.0, 5.4))
     bases = list(results["bases"].values())
     ax.plot(np.mean([b["pass_at_k"][str(m)] for b in bases]), np.mean([b["pass_at_k"]["1"] for b in bases]),
             "k*", ms=12, label="warm-up")
     steps = {a["name"]: a["steps"] for a in arms["arms"]}
-    for s in arms["summary"]:
-        if steps.get(s["arm"]):
-            continue  # another horizon: its own figure
+    shown = [s for s in arms["summary"] if not steps.get(s["arm"])]  # another horizon: its own figure
+    colors, markers = plt.get_cmap("tab10").colors, "osD^vPX<>hp"
+    for i, s in enumerate(shown):
         x, y = s["pass_at_k"][str(m)], s["pass_at_k"]["1"]
-        ax.errorbar(x, y, xerr=s["pass_at_k_std"][str(m)], yerr=s["pass_at_k_std"]["1"], fmt="o", ms=5, capsize=3)
-        ax.annotate(f"{s['arm']} ({len(s['seeds'])})", (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        if s["arm"] == "grpo":  # the reference: what lies right of / above it keeps more than GRPO
+            ax.axvline(x, color="0.6", lw=0.8, ls="--")
+            ax.axhline(y, color="0.6", lw=0.8, ls="--")
+        ax.errorbar(x, y, xerr=s["pass_at_k_std"][str(m)], yerr=s["pass_at_k_std"]["1"], fmt=markers[i % len(markers)],
+                    color=colors[i % len(colors)], ms=6, capsize=3, label=f"{s['arm']} ({len(s['seeds'])})")
     ax.set_xlabel(f"pass@{m} (held-out mazes)")
     ax.set_ylabel("pass@1")
-    ax.set_title("Arms: seed mean ± seed std (seeds in brackets)")
+    ax.set_title("Arms: seed mean ± seed std (seeds in brackets); dashed: GRPO")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     fig.tight_layout()
     return save_figure(fig, path, dpi=110)
 
