@@ -190,5 +190,7 @@ def test_the_docs_arms_table_quotes_arms_json():
                 continue
             sign = 1 if t["arm"] == arm else -1
             assert _number(cell) == pytest.approx(100 * sign * t["delta"], abs=0.051), line
+            p = "p < 10⁻⁴" if t["p_value"] == 0 and t["iterations"] == 10_000 else f"p = {t['p_value']:.2g}"
+            assert cell.endswith(f"({p})"), line
         assert _number(cells[6]) == pytest.approx(s["rl_seconds_per_step"], abs=0.0005), line
     assert rows == len(summary)  # every arm with results is in the table
