@@ -197,6 +197,9 @@ def test_report_has_the_arms_section_and_figures(tiny_study, tmp_path):
     text = (report / "report.md").read_text()
     assert "## Arms: which fix keeps pass@k" in text and "### The article's claims" in text
     assert "| grpo-kl | 2 |" in text and "### Horizon" in text and "--arms all" in text
+    runs = {(r["arm"], r["seed"]): r["final"]["pass_at_k"]["1"] for r in json.loads(written)["runs"]}
+    per_seed = f"per seed s0 {100 * (runs['f-grpo-g0.5-4', 0] - runs['grpo-4', 0]):+.1f})"  # the horizon pair
+    assert per_seed in text
     assert json.loads((report / "arms.json").read_text()) == json.loads((out / "arms.json").read_text())
     for f in ("arms_frontier.png", "arms_horizon.png"):
         assert (report / f).read_bytes()[:4] == b"\x89PNG"

@@ -20,7 +20,7 @@ FIGURES = ("arms_frontier.png", "arms_horizon.png")
 
 
 def _pts(x: float) -> str:
-    return f"{100 * x:+.1f}"
+    return f"{round(100 * x, 1) + 0.0:+.1f}"  # + 0.0: a change that rounds to zero reads +0.0, not -0.0
 
 
 def _cell(t: dict | None) -> str:
@@ -87,6 +87,13 @@ def headline_lines(arms: dict, m: int) -> list[str]:
             f"({p_text(one) if one else 'no test'})." + (" Some arms are still pending." if arms["pending"] else "")]
 
 
+def _per_seed(arms: dict, arm: str, ref: str, k: int) -> str:
+    """arm − ref in points at pass@k, seed by seed (the seeds both have)."""
+    final = {(r["arm"], r["seed"]): r["final"]["pass_at_k"][str(k)] for r in arms["runs"] if r.get("final")}
+    seeds = sorted(s for a, s in final if a == arm and (ref, s) in final)
+    return ", ".join(f"s{s} {_pts(final[arm, s] - final[ref, s])}" for s in seeds)
+
+
 def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:
     """F-GRPO − GRPO at the study's 2,000 steps and at the horizon arms' end, and GRPO's pass@m against
     its warm-up along the longer run (the simulator's horizons study predicts a loss growing with t)."""
@@ -99,7 +106,8 @@ def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:
         far = next((t for t in arms["tests"] if t["k"] == k and {t["arm"], t["reference"]} <= {a["name"] for a in long}),
                    None)
         lines.append(f"- F-GRPO γ = 0.5 − GRPO at k = {k}: {_cell(short)} at {arms['preset']['rl_steps']:,} steps, "
-                     + (f"{_cell(far)} at {max(a['steps'] for a in long):,} steps ({far['arm']} − {far['reference']})."
+                     + (f"{_cell(far)} at {max(a['steps'] for a in long):,} steps ({far['arm']} − {far['reference']}; "
+                        f"per seed {_per_seed(arms, far['arm'], far['reference'], k)})."
                         if far else "the longer runs are not finished."))
     for a in long:
         runs = [r for r in arms["runs"] if r["arm"] == a["name"]]
