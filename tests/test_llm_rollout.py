@@ -200,6 +200,28 @@ def test_decode_params_split_once_for_generate(monkeypatch):
     jax.clear_caches()
 
 
+def test_laid_out_is_decode_layout_in_one_program_and_a_no_op_when_nothing_changes(monkeypatch):
+    """The cascade engine lays the weights out by one compiled program (`decode.laid_out`): what
+    `decode_layout` gives, and the very arrays when they are cast and split already."""
+    from catsim.llm.model.transformer import split_layers
+    from catsim.llm.rollout import decode
+
+    for split in (True, False):
+        monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", split)
+        ours, eager = decode.laid_out(PARAMS, CFG), decode.decode_layout(PARAMS, CFG)
+        assert isinstance(ours["layers"], list) == split == isinstance(eager["layers"], list)
+        for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(eager), strict=True):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", True)
+    done = split_layers(PARAMS)
+    assert decode.laid_out(done, CFG) is done  # split (and float32) already: no copy
+    monkeypatch.setattr(decode, "DECODE_SPLIT_LAYERS", False)
+    assert decode.laid_out(PARAMS, CFG) is PARAMS
+    half = CFG.replace(dtype="bfloat16")
+    assert all(x.dtype == jnp.bfloat16 for x in jax.tree.leaves(decode.laid_out(PARAMS, half)))
+
+
 def test_greedy_token_is_the_first_maximum():
     from catsim.llm.sampling import first_max_index
 

@@ -53,8 +53,8 @@ from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.transformer import Params, default_positions, forward_cached, init_cache
 from catsim.llm.rollout.decode import (
     Columns,
-    decode_layout,
     empty_columns,
+    laid_out,
     pow2,
     row_keys,
     sample_step,
@@ -160,7 +160,7 @@ def generate_cascade(params: Params, cfg: ModelConfig, sampling: SamplingConfig,
     and laid out here, `decode.decode_layout`; a no-op for weights laid out already); prompt_BxP
     left-padded (host or addressable device arrays). compact=False keeps the first grid throughout
     (finished rows still decoded, masked): the reference for compaction."""
-    params = decode_layout(params, cfg)
+    params = laid_out(params, cfg)
     tokens = np.asarray(prompt_BxP).astype(np.int32)
     mask = np.asarray(prompt_mask_BxP).astype(bool)
     pids, sids = np.asarray(prompt_ids_B, np.int32), np.asarray(sample_ids_B, np.int32)
@@ -219,7 +219,7 @@ def generate_cascade_per_process(params: Params, cfg: ModelConfig, sampling: Sam
     copy on its first local device (a collective: every process calls this with the same weights).
     Returns global arrays sharded like `prompt_BxP`'s rows (local arrays for an unsharded batch)."""
     device = jax.local_devices()[0]
-    params = jax.device_put(_gather(_decode_layout_jit(params, cfg)), device)  # cast before the gather
+    params = jax.device_put(_gather(laid_out(params, cfg)), device)  # cast before the gather
     if isinstance(key, jax.Array) and not key.is_fully_addressable:
         key = key.addressable_data(0)  # the same key on every process (replicated)
     sharding = getattr(prompt_BxP, "sharding", None)
@@ -233,8 +233,6 @@ def generate_cascade_per_process(params: Params, cfg: ModelConfig, sampling: Sam
     return generate_cascade(params, cfg, sampling, *_gather((prompt_BxP, prompt_mask_BxP)), key,
                             *_gather((prompt_ids_B, sample_ids_B)))
 
-
-_decode_layout_jit = jax.jit(decode_layout, static_argnums=1)
 
 
 def _gather(tree: Any) -> Any:
