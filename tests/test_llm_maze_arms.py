@@ -198,7 +198,8 @@ def test_report_has_the_arms_section_and_figures(tiny_study, tmp_path):
     assert "## Arms: which fix keeps pass@k" in text and "### The article's claims" in text
     assert "| grpo-kl | 2 |" in text and "### Horizon" in text and "--arms all" in text
     runs = {(r["arm"], r["seed"]): r["final"]["pass_at_k"]["1"] for r in json.loads(written)["runs"]}
-    per_seed = f"per seed s0 {100 * (runs['f-grpo-g0.5-4', 0] - runs['grpo-4', 0]):+.1f})"  # the horizon pair
+    delta = round(100 * (runs["f-grpo-g0.5-4", 0] - runs["grpo-4", 0]), 1) + 0.0  # the horizon pair
+    per_seed = f"per seed s0 {delta:+.1f})"
     assert per_seed in text
     assert json.loads((report / "arms.json").read_text()) == json.loads((out / "arms.json").read_text())
     for f in ("arms_frontier.png", "arms_horizon.png"):
