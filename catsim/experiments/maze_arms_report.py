@@ -87,11 +87,9 @@ def headline_lines(arms: dict, m: int) -> list[str]:
             f"({p_text(one) if one else 'no test'})." + (" Some arms are still pending." if arms["pending"] else "")]
 
 
-def _per_seed(arms: dict, arm: str, ref: str, k: int) -> str:
-    """arm − ref in points at pass@k, seed by seed (the seeds both have)."""
-    final = {(r["arm"], r["seed"]): r["final"]["pass_at_k"][str(k)] for r in arms["runs"] if r.get("final")}
-    seeds = sorted(s for a, s in final if a == arm and (ref, s) in final)
-    return ", ".join(f"s{s} {_pts(final[arm, s] - final[ref, s])}" for s in seeds)
+def _per_seed(test: dict) -> str:
+    """A paired test's arm − reference in points, seed by seed (its `delta_per_seed`)."""
+    return ", ".join(f"s{s} {_pts(v)}" for s, v in sorted(test["delta_per_seed"].items(), key=lambda kv: int(kv[0])))
 
 
 def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:
@@ -107,7 +105,7 @@ def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:
                    None)
         lines.append(f"- F-GRPO γ = 0.5 − GRPO at k = {k}: {_cell(short)} at {arms['preset']['rl_steps']:,} steps, "
                      + (f"{_cell(far)} at {max(a['steps'] for a in long):,} steps ({far['arm']} − {far['reference']}; "
-                        f"per seed {_per_seed(arms, far['arm'], far['reference'], k)})."
+                        f"per seed {_per_seed(far)})."
                         if far else "the longer runs are not finished."))
     for a in long:
         runs = [r for r in arms["runs"] if r["arm"] == a["name"]]
