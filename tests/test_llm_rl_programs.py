@@ -3,6 +3,9 @@ the same numbers as the jitted update; a run with them logs what a run without t
 
 from __future__ import annotations
 
+import threading
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -77,6 +80,34 @@ def test_programs_off_and_unknown_shapes_use_the_jitted_update(pol):
         assert on.program(params, opt, other, np.float32(1.0), 8) is fns.update
     finally:
         on.close()
+
+
+class _SlowUpdate:
+    """Stands in for the jitted update: each ahead-of-time compile takes `seconds`."""
+
+    def __init__(self, seconds):
+        self.seconds, self.started = seconds, threading.Event()
+
+    def lower(self, *args):
+        return self
+
+    def compile(self):
+        self.started.set()
+        time.sleep(self.seconds)
+        return "compiled"
+
+
+def test_close_waits_for_the_compile_under_way_and_drops_the_rest():
+    """No compilation outlives `close()` (a run's end): the one under way finishes, the others are
+    never started, and the thread is gone."""
+    slow = _SlowUpdate(0.5)
+    programs = UpdatePrograms(slow, max_new_tokens=32)
+    batch = {"tokens": np.zeros((4, 8), np.int32), "prompt_tokens": np.zeros((1, 5), np.int32)}
+    assert programs.program({"w": np.zeros(3, np.float32)}, (), batch, np.float32(1.0), 8) is slow
+    assert slow.started.wait(10)  # width 16 is compiling; 32 waits its turn
+    programs.close()
+    assert programs.compiled_widths == [16]
+    assert not [t for t in threading.enumerate() if t.name.startswith("catsim-compile")]
 
 
 def test_run_with_programs_logs_what_a_run_without_them_logs(tmp_path, monkeypatch):

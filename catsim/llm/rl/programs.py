@@ -31,7 +31,8 @@ class UpdatePrograms:
     Call `program(params, opt_state, batch, tau, width)` with the placed mini-batch of completion
     width `width`: it returns the compiled program of that width when the background thread has
     it (waiting for one under way rather than compiling it twice), else the jitted function, and
-    after the first call it starts compiling the other widths. `close()` stops the thread.
+    after the first call it starts compiling the other widths. `close()` drops the programs not
+    started and waits for the one under way, so no compilation outlives the run.
     `background=False` compiles nothing ahead (the jitted function every time).
     """
 
@@ -85,4 +86,4 @@ class UpdatePrograms:
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
