@@ -100,7 +100,7 @@ class _SlowUpdate:
 def test_close_waits_for_the_compile_under_way_and_drops_the_rest():
     """No compilation outlives `close()` (a run's end): the one under way finishes, the others are
     never started, and the thread is gone."""
-    slow = _SlowUpdate(0.5)
+    slow = _SlowUpdate(2.0)  # ample time for close() to be called while width 16 compiles
     programs = UpdatePrograms(slow, max_new_tokens=32)
     batch = {"tokens": np.zeros((4, 8), np.int32), "prompt_tokens": np.zeros((1, 5), np.int32)}
     assert programs.program({"w": np.zeros(3, np.float32)}, (), batch, np.float32(1.0), 8) is slow
