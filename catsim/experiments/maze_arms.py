@@ -253,7 +253,7 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = Tru
         record = {"arm": arm.name, "settings": arm.settings(), "method": arm.method(),
                   "group_size": arm.group_size, "gamma": arm.gamma()}
         ev = maze_study.train_and_evaluate(sp, task, sdir, arm.label(), cfg, record, base_ids, progress=progress,
-                                           log_to=log_to)
+                                           log_to=log_to, say=say)
         done_now += 1
         say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {maze_study.run_summary(ev)}")
     result = collect_arms(out, sp, arms, say)

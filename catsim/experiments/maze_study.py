@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments import maze_presets, provenance
+from catsim.experiments import maze_presets, maze_provenance, provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze_pieces import (
     base_identity,
@@ -263,7 +263,8 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
             return None
         cfg = rl_config(sp, method, n, gamma, seed, task.max_answer_chars + 1)
         ev = train_and_evaluate(sp, task, sdir, label, cfg, {"method": method, "group_size": n, "gamma": gamma,
-                                                            "seed": seed}, base_ids, progress=progress, log_to=log_to)
+                                                            "seed": seed}, base_ids, progress=progress, log_to=log_to,
+                                say=say)
         done_now += 1
         say(f"[{i + 1}/{len(runs)}] s{seed} {label}: {run_summary(ev)}")
     results = collect(out, sp, say)
@@ -297,13 +298,17 @@ def ensure_base(sp: StudyPreset, task, sdir: Path, seed: int, bases: dict, *, pr
 
 
 def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, record: dict, base_ids: dict, *,
-                       progress: bool, log_to: tuple = ()) -> dict:
+                       progress: bool, log_to: tuple = (), say=print) -> dict:
     """Train (or resume) the RL run `sdir/label` from the seed's warm-up, evaluate its final policy
     and every snapshot, and write its eval.json: `record` (what the run is) with the evaluations, the
-    RL time and the reward per step."""
+    RL time, the reward per step and where each piece of the run was computed ("provenance"). One
+    line to `say` when the study's other runs (or this run's earlier pieces) come from another set-up."""
     from catsim.llm.rl import read_log, run_rl
 
     seed, rdir = cfg.run.seed, sdir / label
+    note = maze_provenance.recompute_note(sdir.parent, f"{sdir.name}/{label}", provenance.collect())
+    if note:
+        say(note)
     if seed not in base_ids:
         base_ids[seed] = base_identity(sdir / "base")
     result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to,
@@ -319,7 +324,8 @@ def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, recor
     log = read_log(rdir)
     return _write(rdir / "eval.json", {**record, "seed": seed, "label": label, "final": final, "curve": curve,
                                        "rl_seconds": float(sum(r["step_seconds"] for r in log)),
-                                       "reward_curve": [float(r["reward"]) for r in log]})
+                                       "reward_curve": [float(r["reward"]) for r in log],
+                                       "provenance": provenance.run_pieces(rdir)})
 
 
 def run_summary(ev: dict) -> str:

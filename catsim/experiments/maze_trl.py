@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments import maze_study, provenance
+from catsim.experiments import maze_provenance, maze_study, provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze_pieces import read_piece, run_problem
 from catsim.experiments.maze_presets import StudyPreset, run_label
@@ -215,6 +215,11 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True
         rdir.mkdir(parents=True, exist_ok=True)
         rows = _read_log(rdir, sp.rl_steps)
         if rows is None:  # not trained, or interrupted: TRL restarts it
+            here = provenance.collect()
+            note = maze_provenance.recompute_note(out, f"s{seed}/{rdir.name}", here)
+            if note:
+                say(note)
+            provenance.record_run_piece(rdir, 0, here)
             rows = train(sp, task, sdir / "base", rdir, method, n, gamma, seed, max_new, progress)
         final = maze_study.evaluate(sp, task, rdir / "model", n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks,
                                     label=f"s{seed} eval {rdir.name}", progress=progress, solution_mass=True)
@@ -222,6 +227,7 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True
             "trainer": "trl", "method": method, "group_size": n, "gamma": gamma, "seed": seed,
             "label": rdir.name, "final": final, "curve": [], "rl_seconds": float(sum(r["step_seconds"] for r in rows)),
             "reward_curve": [float(r["reward"]) for r in rows], "versions": versions(),
+            "provenance": provenance.run_pieces(rdir),
             "settings": {**TRL_SETTINGS, "per_device_train_batch_size": sp.prompts(n) * n, "num_generations": n,
                          "max_completion_length": max_new, "learning_rate": sp.learning_rate,
                          "warmup_steps": sp.warmup_steps, "max_steps": sp.rl_steps, "seed": seed}})
