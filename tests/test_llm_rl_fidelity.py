@@ -158,7 +158,7 @@ def test_article_gamma_schedules_from_the_cli():
     assert cfg.replace(gamma_steps_per_epoch=4).gamma_schedule(100).steps_per_epoch == 4
     assert cfg.gamma_schedule(7).steps_per_epoch == 1  # fewer prompts than a step: one step per epoch
     # the article's get_gamma: 0.5 until step 1000, then 0.5 + (step − 1000)/2000, capped at 1.5
-    ramp = _parse(["--gamma-schedule", "step_ramp", "--gamma", "1.5", "--gamma-start", "0.5",
+    ramp = _parse(["--gamma-schedule", "step_ramp", "--gamma", "1.5", "--gamma-start", "0.5", "--steps", "2000",
                    "--gamma-ramp-start", "1000", "--gamma-ramp-steps", "2000"]).gamma_schedule(1)
     np.testing.assert_allclose([float(ramp(s)) for s in (0, 1000, 2000, 3000, 5000)],
                                [0.5, 0.5, 1.0, 1.5, 1.5], rtol=1e-6)

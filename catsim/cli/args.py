@@ -1,13 +1,14 @@
 """Parsing of the CLI's list and range arguments.
 
 Grammar of a list argument (e.g. `--n`, `--tau`): comma-separated items, each
-  - a number: `8`, `1e-3`, `0.5`
+  - a number: `8`, `1e-3`, `0.5`, or a power of two `2^17`
   - an inclusive arithmetic range `start:stop[:step]` (step 1 by default): `1:512`, `0.1:0.5:0.1`
   - a power-of-two range `2^a:2^b` (every power in between): `2^0:2^17`
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 
@@ -40,6 +41,31 @@ MAX_ITEMS = 100_000  # a list longer than this is a typo (e.g. 1:1e9), not a pla
 MAX_POWER = 62  # 2^a:2^b ranges stop at 2^62 (whole numbers exact in int64)
 
 
+def _power_of_two(text: str, name: str) -> float:
+    """`2^a` -> 2.0**a for a whole a in [−MAX_POWER, MAX_POWER] (CatsimError otherwise)."""
+    try:
+        power = float(text.strip()[2:])
+    except ValueError:
+        power = math.nan
+    if not math.isfinite(power) or power != int(power):
+        raise CatsimError(f"{name}: bad power of two {text.strip()!r} (want 2^a, a whole number)")
+    if abs(power) > MAX_POWER:
+        raise CatsimError(f"{name}: power of two {text.strip()!r} goes beyond 2^±{MAX_POWER}")
+    return float(2.0 ** int(power))
+
+
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be at least 1 (e.g. --cpu-devices): 0 or less is refused,
+    not quietly read as 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"want a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"want a whole number >= 1, got {text!r}")
+    return value
+
+
 def _check_count(values: list[float], extra: float, name: str, text: str) -> None:
     if len(values) + extra > MAX_ITEMS:
         raise CatsimError(f"{name}: {text!r} expands to more than {MAX_ITEMS:,} values")
@@ -55,7 +81,7 @@ def parse_float_list(text: str, name: str) -> list[float]:
     for item in items:
         if ":" not in item:
             _check_count(values, 1, name, text)
-            values.append(_number(item, name))
+            values.append(_power_of_two(item, name) if item.startswith("2^") else _number(item, name))
             continue
         parts = item.split(":")
         if len(parts) == 2 and all(p.strip().startswith("2^") for p in parts):

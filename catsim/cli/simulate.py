@@ -14,7 +14,7 @@ from catsim.cli._simargs import (
     group_sizes,
     low_lr_gammas,
 )
-from catsim.cli.args import show_progress
+from catsim.cli.args import positive_int, show_progress
 
 FIELDS = ("qpos", "mret", "entropy", "anchor_prob", "share_rose", "worst_drop")
 EXAMPLE = """example:
@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
                         help="split the runs over all local devices (every N; only when the device count "
                              "divides the run count); results agree to float32 rounding (default: on)")
-    parser.add_argument("--cpu-devices", type=int, default=None,
+    parser.add_argument("--cpu-devices", type=positive_int, default=None,
                         help="CPU cores to use as JAX devices; 1 = one device (default: all)")
     parser.add_argument("--save", default=None,
                         help="also write all recorded metrics to this .npz (default: none)")

@@ -13,6 +13,7 @@ from catsim.cli._simargs import (
     group_sizes,
     low_lr_gammas,
 )
+from catsim.cli.args import positive_int
 
 EXAMPLE = """examples:
   catsim sweep                                        # the full Fig. 2 grid -> figures/fig2_paper.png
@@ -52,7 +53,7 @@ def register(subparsers) -> None:
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
                         help="split each cell's runs over all local devices for N <= 2048 (larger "
                              "N run faster on one); results are bit-identical (default: on)")
-    parser.add_argument("--cpu-devices", type=int, default=None,
+    parser.add_argument("--cpu-devices", type=positive_int, default=None,
                         help="CPU cores to use as JAX devices; 1 = one device (default: all)")
     parser.add_argument("--part", default=None, metavar="I/P",
                         help="compute only part I of P of the cells and exit (job arrays; without a "

@@ -32,6 +32,7 @@ __all__ = [
     "epoch_increment_gamma",
     "step_ramp_gamma",
     "GAMMA_SCHEDULES",
+    "SCHEDULE_FIELDS",
     "GammaSchedule",
     "low_lr_multiplier",
     "mean_abs_grpo_advantage",
@@ -143,6 +144,21 @@ def step_ramp_gamma(step, gamma, gamma_start, ramp_start, ramp_steps):
 
 
 GAMMA_SCHEDULES = ("constant", "warmup", "success_ramp", "switch", "epoch_increment", "step_ramp")
+# the settings each kind reads besides gamma: a setting given away from its default to a kind that
+# does not read it would never act (`GammaSchedule.ignored_settings`)
+SCHEDULE_FIELDS = {
+    "constant": (), "warmup": ("gamma_start", "warmup_steps"),
+    "success_ramp": ("gamma_start", "success_low", "success_high"), "switch": ("switch_step",),
+    "epoch_increment": ("gamma_start", "steps_per_epoch", "warmup_epochs", "increment"),
+    "step_ramp": ("gamma_start", "ramp_start", "ramp_steps"),
+}
+_SCHEDULE_SETTINGS = tuple(dict.fromkeys(f for fields in SCHEDULE_FIELDS.values() for f in fields))
+
+
+def _flag(name: str) -> str:
+    """A schedule field with its CLI spelling (the simulator's and the trainer's):
+    `--gamma-switch-step (switch_step)`."""
+    return f"--gamma-{name.removeprefix('gamma_').replace('_', '-')} ({name})"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,6 +211,53 @@ class GammaSchedule:
             raise CatsimError(
                 f"success_ramp needs success_low < success_high, got {self.success_low} >= {self.success_high}"
             )
+
+    def ignored_settings(self) -> list[str]:
+        """The settings given away from their defaults that this kind never reads, each as
+        "name = value" (empty when there is none): a run would claim them without their acting."""
+        default = GammaSchedule()
+        return [f"{_flag(name)} = {getattr(self, name)!r}" for name in _SCHEDULE_SETTINGS if name not in SCHEDULE_FIELDS[self.kind] and getattr(self, name) != getattr(default, name)]
+
+    def check_settings(self) -> None:
+        """CatsimError (one line) when a setting is given to a kind that ignores it."""
+        ignored = self.ignored_settings()
+        if ignored:
+            raise CatsimError(f"the {self.kind} γ schedule ignores {', '.join(ignored)}: leave "
+                              f"{'it' if len(ignored) == 1 else 'them'} out, or choose the schedule that reads "
+                              f"{'it' if len(ignored) == 1 else 'them'}")
+
+    def idle_reason(self, steps: int) -> str | None:
+        """Why this schedule's step dependence never acts in a run of `steps` steps (0 … steps − 1),
+        so that γ keeps its step-0 value throughout and an output naming the schedule's γ would claim
+        a setting that did not act; None when it acts (or depends on the success rate only). A ramp
+        that starts but does not reach its cap acts (the article's get_gamma on a short run)."""
+        last, run = steps - 1, f"the run's last step is {steps - 1} ({steps} step{'s' if steps != 1 else ''})"
+        fix = "; shorten the schedule or lengthen the run"
+        if self.kind == "switch" and self.switch_step > last:
+            return f"the switch to γ at {_flag('switch_step')} = {self.switch_step} never comes: {run}{fix}"
+        if self.kind == "step_ramp" and self.ramp_start >= last:
+            return (f"the γ ramp starts after {_flag('ramp_start')} = {self.ramp_start}, but {run}: γ would "
+                    f"stay at {self.gamma_start:g}{fix}")
+        if self.kind == "warmup" and self.warmup_steps > 0 and last < 1:
+            return (f"the γ warm-up ({_flag('warmup_steps')} = {self.warmup_steps}) never leaves its first "
+                    f"γ, {self.gamma_start:g}: {run}{fix}")
+        if self.kind == "epoch_increment":
+            if self.increment == 0:
+                return (f"{_flag('increment')} = 0: γ would stay at {self.gamma_start:g}; give an increment "
+                        f"> 0, or the constant schedule")
+            epochs = last // self.steps_per_epoch + 1
+            if epochs <= self.warmup_epochs + 1:
+                return (f"γ grows only after {self.warmup_epochs + 1} epoch{'s' if self.warmup_epochs else ''} "
+                        f"({_flag('warmup_epochs')} = {self.warmup_epochs}), but the run's {steps} steps make "
+                        f"{epochs} epoch{'s' if epochs != 1 else ''} of {self.steps_per_epoch} step"
+                        f"{'s' if self.steps_per_epoch != 1 else ''}: γ would stay at {self.gamma_start:g}{fix}")
+        return None
+
+    def check_acts(self, steps: int) -> None:
+        """CatsimError (one line) when the schedule never acts in a run of `steps` steps."""
+        reason = self.idle_reason(steps)
+        if reason is not None:
+            raise CatsimError(reason)
 
     @property
     def max_gamma(self) -> float:

@@ -173,6 +173,7 @@ class UpdateConfig:
                     raise CatsimError(f"{name} must be >= 0, got {value}")
         if not isinstance(self.gamma, GammaSchedule):
             raise CatsimError("gamma must be a catsim.objectives.focal.GammaSchedule")
+        self.gamma.check_settings()  # a setting its kind ignores would never act
         if not isinstance(self.asym, AsymmetricConfig):
             raise CatsimError("asym must be a catsim.objectives.asymmetric.AsymmetricConfig")
         if self.dual_clip is not None:  # validates the three numbers (CatsimError)
@@ -229,6 +230,7 @@ class SimConfig:
             raise CatsimError(f"steps ({self.steps}) must be a multiple of log_every ({self.log_every})")
         if self.sampler not in SAMPLERS:
             raise CatsimError(f"unknown sampler {self.sampler!r}; choose one of {', '.join(SAMPLERS)}")
+        self.update.gamma.check_acts(self.steps)  # a schedule that never acts in this run is refused
 
     def check_k(self) -> None:
         """The pass@k rules' k against this config's N: k > N refused, k = N warned

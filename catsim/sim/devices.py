@@ -13,6 +13,8 @@ import os
 import jax
 import numpy as np
 
+from catsim.errors import CatsimError
+
 # Run a device's runs one after another (`jax.lax.map`) instead of as one vmapped batch? None:
 # on the CPU backend when each device has about one core (the runs are split over devices, or
 # there is one core). A step streams ≈ 10 V-long arrays per run (logits, π, Adam's moments, the
@@ -87,8 +89,11 @@ def use_cpu_cores(count: int | None = None) -> int:
 
     Call it before JAX's first operation (the CLI's `sweep` and `simulate` do). It changes
     nothing when JAX is already running, when the user already set the host device count
-    (XLA_FLAGS or `jax_num_cpu_devices`), or when `count` <= 1. Returns the number of devices JAX will use.
+    (XLA_FLAGS or `jax_num_cpu_devices`), or when `count` is 1. Returns the number of devices JAX will use.
+    A count below 1 is refused (CatsimError), not read as one device.
     """
+    if count is not None and (isinstance(count, bool) or int(count) != count or count < 1):
+        raise CatsimError(f"the CPU device count must be a whole number >= 1, got {count!r}")
     count = (os.cpu_count() or 1) if count is None else count
     flags = os.environ.get("XLA_FLAGS", "")
     user_set = jax.config.jax_num_cpu_devices > 0 or "xla_force_host_platform_device_count" in flags

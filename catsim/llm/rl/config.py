@@ -259,6 +259,12 @@ class RLConfig:
         _count("gamma_steps_per_epoch", self.gamma_steps_per_epoch, 0)
         if self.low_lr_gamma > 0 and self.gamma.gamma > 0:
             raise CatsimError("the low-lr control (low_lr_gamma) is a GRPO baseline: use gamma = 0")
+        # a schedule setting its kind ignores, or a schedule that never acts in the run: refused, not claimed
+        self.gamma.check_settings()
+        if self.gamma_steps_per_epoch and self.gamma.kind != "epoch_increment":
+            raise CatsimError(f"the {self.gamma.kind} γ schedule ignores --gamma-steps-per-epoch "
+                              f"(gamma_steps_per_epoch) = {self.gamma_steps_per_epoch}: leave it out")
+        dataclasses.replace(self.gamma, steps_per_epoch=self.gamma_steps_per_epoch or 1).check_acts(self.steps)
         opt, n = self.optimizer, self.group_size
         if opt.mini_batch_prompts and self.rollout.prompts_per_step % opt.mini_batch_prompts:
             raise CatsimError(f"mini_batch_prompts {opt.mini_batch_prompts} must divide the "
@@ -344,7 +350,9 @@ class RLConfig:
         length set to `gamma_steps_per_epoch`, or (0) to one pass over the prompts,
         max(1, prompts // prompts_per_step) steps (the incomplete last batch dropped, as verl does)."""
         epoch = self.gamma_steps_per_epoch or max(1, num_train_prompts // self.rollout.prompts_per_step)
-        return dataclasses.replace(self.gamma, steps_per_epoch=epoch)
+        schedule = dataclasses.replace(self.gamma, steps_per_epoch=epoch)
+        schedule.check_acts(self.steps)  # epochs of one pass over the prompts: known only here
+        return schedule
 
     @property
     def overlong_buffer_tokens(self) -> int:
@@ -409,7 +417,7 @@ class RLConfig:
         """Human label, e.g. "F-GRPO γ=0.5 N=8", "GRPO lr·m_0.5 N=8"."""
         name = {"grpo": "GRPO", "dapo": "DAPO", "cispo": "CISPO", "dr_grpo": "Dr.GRPO",
                 "asym-grpo": "asym-GRPO"}[self.method]
-        if self.gamma.gamma > 0 or self.gamma.kind != "constant":
+        if self.gamma.max_gamma > 0:  # a schedule whose γ is 0 throughout is the plain method
             name = f"F-{name} γ={self.gamma.gamma:g}"
         if self.low_lr_gamma > 0:
             name += f" lr·m_{self.low_lr_gamma:g}"
