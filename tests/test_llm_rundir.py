@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from catsim.errors import CatsimError
+from catsim.errors import CatsimError, CatsimWarning
 from catsim.llm import rundir
 from catsim.llm.rl import FLAT, RLConfig
 
@@ -21,7 +21,7 @@ def test_a_second_run_on_a_locked_directory_stops_with_one_line(tmp_path):
         # another process: the lock is per open file, so a second process must be refused
         code = textwrap.dedent(f"""
             from catsim.llm import rundir
-            from catsim.errors import CatsimError
+            from catsim.errors import CatsimError, CatsimWarning
             try:
                 with rundir.RunDir({str(tmp_path)!r}, state_dir="s", log_file="l", fingerprint="y").locked():
                     print("entered")
@@ -42,7 +42,8 @@ def test_state_round_trip_resume_and_log_truncation(tmp_path):
     run.save_state({"w": tree["w"] + 1, "n": tree["n"]}, 2)
     run.wait()
     assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))
-    loaded, step = run.resume(tree)
+    with pytest.warns(CatsimWarning, match="line 4 was cut"):  # the repair is said
+        loaded, step = run.resume(tree)
     assert step == 2 and np.array_equal(loaded["w"], tree["w"] + 1)
     assert [r["step"] for r in run.history()] == [1, 2]  # steps after the saved one dropped
     other = rundir.RunDir(tmp_path, state_dir="s", log_file="log.jsonl", fingerprint="zzz")
@@ -132,6 +133,38 @@ def test_a_state_of_the_one_file_format_is_still_read(tmp_path):
     assert step == 4 and np.array_equal(got_w, w) and int(got_n) == 4
     with pytest.raises(CatsimError, match="different settings"):
         rundir.RunDir(tmp_path, state_dir="s", log_file="l", fingerprint="zz").resume((w, np.asarray(0)))
+
+
+def test_the_step_log_keeps_every_record_and_names_what_it_cannot(tmp_path):
+    path = tmp_path / "log.jsonl"
+    lines = [json.dumps({"step": s, "loss": s / 10}) for s in (1, 2, 3)]
+    path.write_text("\n".join(lines[:2]) + "\n" + lines[2][:9])  # step 3's record cut, state saved at 3
+    note = rundir.truncate_log(path, 3)
+    assert "line 3 was cut" in note and "no record of step(s) 3 of the 3 saved" in note and "\n" not in note
+    assert path.read_text() == "\n".join(lines[:2]) + "\n"
+    assert rundir.truncate_log(path, 2) is None  # nothing to say
+    path.write_text(lines[0] + "\n[1, 2]\n" + lines[2] + "\n")  # a damaged line before the last
+    for read in (lambda: rundir.read_log(path), lambda: rundir.truncate_log(path, 3)):
+        with pytest.raises(CatsimError, match=r"log\.jsonl, line 2: damaged"):
+            read()
+    assert path.read_text() == lines[0] + "\n[1, 2]\n" + lines[2] + "\n"  # refused: untouched
+    run = rundir.RunDir(tmp_path, state_dir="s", log_file="log.jsonl", fingerprint="f")
+    with pytest.raises(CatsimError, match="line 2"):
+        run.resume({"w": np.zeros(3, np.float32)})
+
+
+def test_a_refusal_of_other_settings_names_them(tmp_path):
+    settings = {"rl": {"learning_rate": 0.01, "seed": 0, "group_size": 8}, "base": "/b"}
+    run = rundir.RunDir(tmp_path, state_dir="s", log_file="log.jsonl", fingerprint=rundir.fingerprint(settings),
+                        settings=settings)
+    tree = {"w": np.zeros(3, np.float32)}
+    with run.locked():
+        run.save_state(tree, 1)
+    other = {"rl": {"learning_rate": 0.5, "seed": 0, "group_size": 8, "new": True}, "base": "/b"}
+    with pytest.raises(CatsimError, match=r"different settings \(rl\.learning_rate 0\.01 there, 0\.5 here; "
+                                          r"rl\.new unset there, true here\)"):
+        rundir.RunDir(tmp_path, state_dir="s", log_file="log.jsonl", fingerprint=rundir.fingerprint(other),
+                      settings=other).resume(tree)
 
 
 def test_task_file_has_one_reader(tmp_path):

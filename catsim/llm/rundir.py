@@ -16,7 +16,10 @@ straight into the template's shardings, the newest `keep` kept) with the step, t
 fingerprint and the arrays' shapes and dtypes beside it. A checkpoint appears under its final name
 only when complete and other files are written to a temporary name and renamed into place, so a
 kill mid-write leaves the previous version; the step log is cut back to the saved step on resume,
-so a killed run loses at most the steps after its last save. A state of the earlier one-file format
+so a killed run loses at most the steps after its last save. After a crash, resume repairs or refuses
+what it finds: a damaged checkpoint is set aside for the previous one, a log line cut by a kill is
+dropped (each said in one line), and a damaged log line before the last is refused naming the file
+and the line. A state of the earlier one-file format
 (`<state_dir>.safetensors`) is still read. Multi-process runs: every process takes part in saves
 and restores; process 0 alone writes the other files (and holds the lock), the others wait at
 barriers.
@@ -30,15 +33,17 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 
-from catsim.errors import CatsimError
+from catsim.errors import CatsimError, CatsimWarning
 from catsim.files import write_text
 from catsim.llm.model.sharding import barrier, is_primary, to_host
+from catsim.llm.steplog import parse_log, read_log, truncate_log  # noqa: F401  (rundir.read_log: the callers' name)
 
 TASK_FILE = "catsim_task.json"  # {task, config, data_seed} next to a model: how to rebuild its task
 LOCK_FILE = ".catsim.lock"
@@ -110,6 +115,51 @@ def task_for_model(model_dir, name: str | None, overrides: dict, data_seed: int 
 
 
 # ----------------------------------------------------------------------------- training state
+def _flat(settings: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as {"a.b": leaf}."""
+    if not isinstance(settings, dict):
+        return {prefix.rstrip("."): settings}
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        out.update(_flat(value, f"{prefix}{key}."))
+    return out
+
+
+def settings_differences(have: Any, want: dict | None, limit: int = 3) -> str:
+    """The first `limit` settings that differ, as "rl.learning_rate 0.01 there, 0.02 here" (the
+    settings as JSON holds them), or "" when either side is unknown."""
+    if not isinstance(have, dict) or want is None:
+        return ""
+    old, new = _flat(have), _flat(json.loads(json.dumps(want, default=str)))
+    unset = object()
+    keys = sorted(k for k in old.keys() | new.keys() if old.get(k, unset) != new.get(k, unset))
+
+    def shown(value):
+        text = "unset" if value is unset else json.dumps(value)
+        return text if len(text) <= 30 else text[:27] + "..."
+
+    parts = [f"{k} {shown(old.get(k, unset))} there, {shown(new.get(k, unset))} here" for k in keys[:limit]]
+    return "; ".join(parts) + (f"; and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def unreadable_checkpoint(folder: Path, err: BaseException) -> str:
+    """What is wrong with a checkpoint folder that failed to read, naming the file where known:
+    a metadata file that is not JSON, a missing part, or the reader's first line."""
+    if isinstance(err, json.JSONDecodeError):
+        for path in sorted(folder.rglob("*")):
+            if path.name in ("metadata", "_METADATA") and path.is_file():
+                try:
+                    json.loads(path.read_bytes())
+                except (ValueError, UnicodeDecodeError):
+                    return f"{path}: damaged (not valid JSON)"
+    if isinstance(err, KeyError):
+        return f"{folder}: incomplete ({err.args[0] if err.args else err})"
+    while err.__cause__ is not None or err.__context__ is not None:  # the reader's own error, not a wrapper's
+        err = err.__cause__ or err.__context__
+    first = (str(err).splitlines() or [type(err).__name__])[0].split(" [tensorstore_spec")[0]
+    return f"{folder}: damaged ({first if len(first) <= 240 else first[:237] + '...'})"
+
+
 def _leaf_signature(leaves) -> list[list]:
     """[shape, dtype] of each leaf: what a saved state must match to be read into a template."""
     return [[list(np.shape(x)), str(np.dtype(getattr(x, "dtype", np.asarray(x).dtype)))] for x in leaves]
@@ -144,31 +194,60 @@ class StateCheckpoints:
     def latest_step(self) -> int | None:
         return self._manager.latest_step()
 
-    def save(self, tree: Any, step: int, fingerprint: str) -> None:
+    def save(self, tree: Any, step: int, fingerprint: str, settings: dict | None = None) -> None:
         """Start writing `tree` as checkpoint `step` (every process must call this). A step already
-        saved is not written again (a step's state is a function of the run's settings)."""
+        saved is not written again (a step's state is a function of the run's settings). `settings`
+        (what `fingerprint` hashes) is kept beside it, so that a refusal can name what differs."""
         ocp = self._ocp
         if step == self._last_saved or step in self._manager.all_steps():
             return
         self._last_saved = int(step)
         leaves = jax.tree.leaves(tree)
         meta = {"step": int(step), "fingerprint": fingerprint, "leaves": _leaf_signature(leaves)}
+        if settings is not None:
+            meta["settings"] = json.loads(json.dumps(settings, default=str))
         state = {f"leaf_{i:05d}": x for i, x in enumerate(leaves)}
         self._manager.save(int(step), args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
 
-    def restore(self, template: Any, fingerprint: str, *, what: str = "run") -> tuple[Any, int]:
-        """(tree, step) of the newest checkpoint, read into `template`'s structure and shardings.
+    def restore(self, template: Any, fingerprint: str, *, what: str = "run",
+                settings: dict | None = None) -> tuple[Any, int]:
+        """(tree, step) of the newest readable checkpoint, read into `template`'s structure and shardings.
 
-        Raises CatsimError if it was written with other settings (fingerprint) or for another model
-        (leaf count, shapes, dtypes).
+        Raises CatsimError if it was written with other settings (fingerprint; `settings`, the dict
+        the fingerprint hashes, names what differs) or for another model (leaf count, shapes,
+        dtypes). A checkpoint whose files are damaged (truncated, garbage, missing) is passed over
+        for the previous one, which a warning names, and moved to `<directory>.damaged/` so that
+        the run writes that step afresh; with none readable (or several processes, which must
+        agree on the step) it is a CatsimError naming the damaged folder and file.
         """
+        damaged: list[tuple[Path, str]] = []
+        for step in sorted(self._manager.all_steps(), reverse=True):
+            try:
+                tree = self._restore_step(int(step), template, fingerprint, what, settings)
+            except (CatsimError, MemoryError):
+                raise
+            except Exception as err:  # orbax, TensorStore and JSON errors of damaged files
+                damaged.append((self.directory / str(step), unreadable_checkpoint(self.directory / str(step), err)))
+                if jax.process_count() > 1:
+                    break
+                continue
+            if damaged:
+                warnings.warn(self._set_aside(damaged, int(step)), CatsimWarning, stacklevel=4)
+            return tree, int(step)
+        older = f" (and {len(damaged) - 1} older one(s))" if len(damaged) > 1 else ""
+        hint = (f"move {damaged[0][0]} aside to resume from the previous checkpoint, or rerun with --overwrite"
+                if jax.process_count() > 1 else "rerun with --overwrite to start afresh")
+        raise CatsimError(f"cannot resume: {damaged[0][1]}{older}; {hint}")
+
+    def _restore_step(self, step: int, template: Any, fingerprint: str, what: str, settings: dict | None):
         ocp = self._ocp
-        step = self._manager.latest_step()
         meta = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
         if meta.get("fingerprint") != fingerprint:
-            raise CatsimError(f"{self.directory.parent} holds a {what} with different settings; use "
-                              "another --out directory or --overwrite to start afresh")
+            differ = settings_differences(meta.get("settings"), settings)
+            raise CatsimError(f"{self.directory.parent} holds a {what} with different settings"
+                              f"{f' ({differ})' if differ else ''}; use another --out directory or "
+                              "--overwrite to start afresh")
         leaves, treedef = jax.tree.flatten(template)
         if meta.get("leaves") != _leaf_signature(leaves):
             raise CatsimError(f"{self.directory / str(step)}: training state does not match this model "
@@ -176,7 +255,19 @@ class StateCheckpoints:
         target = {f"leaf_{i:05d}": ocp.utils.to_shape_dtype_struct(x) for i, x in enumerate(leaves)}
         state = self._manager.restore(step, args=ocp.args.Composite(
             state=ocp.args.StandardRestore(target))).state
-        return jax.tree.unflatten(treedef, [state[f"leaf_{i:05d}"] for i in range(len(leaves))]), int(step)
+        return jax.tree.unflatten(treedef, [state[f"leaf_{i:05d}"] for i in range(len(leaves))])
+
+    def _set_aside(self, damaged: list[tuple[Path, str]], step: int) -> str:
+        """Move damaged checkpoints out of the manager's folder (kept for inspection, replacing an
+        earlier copy of the same step); returns the warning that says so."""
+        aside = self.directory.with_name(f"{self.directory.name}.damaged")
+        aside.mkdir(exist_ok=True)
+        for folder, _ in damaged:
+            shutil.rmtree(aside / folder.name, ignore_errors=True)
+            os.replace(folder, aside / folder.name)
+        self._manager.reload()
+        moved = ", ".join(str(aside / folder.name) for folder, _ in damaged)
+        return f"{'; '.join(why for _, why in damaged)}; resumed from the checkpoint of step {step} instead (moved to {moved})"
 
     def wait(self) -> None:
         """Block until the last save is on disk."""
@@ -210,27 +301,6 @@ def load_legacy_tree(path: Path, template: Any, fingerprint: str, *, what: str =
     return jax.tree.unflatten(treedef, loaded), int(meta["step"])
 
 
-def truncate_log(path: Path, step: int) -> None:
-    """Drop JSONL log lines of steps after `step` (they belong to a state that was never saved)."""
-    if not path.exists():
-        return
-    keep = []
-    for line in path.read_text().splitlines():
-        try:
-            if json.loads(line)["step"] <= step:
-                keep.append(line)
-        except (json.JSONDecodeError, KeyError, TypeError):
-            continue  # a line cut by a kill
-    write_text(path, "".join(line + "\n" for line in keep))
-
-
-def read_log(path: Path) -> list[dict]:
-    """The records of a JSONL step log."""
-    if not Path(path).is_file():
-        raise CatsimError(f"{Path(path).parent}: no {Path(path).name}")
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-
-
 def save_model_files(directory: Path, model_cfg, params, tokenizer, extra: dict[str, Any] | None = None) -> None:
     """A Hugging Face model directory (plus `extra` JSON files, e.g. the task file), written into a
     temporary directory and renamed into place file by file. Multi-process: every process takes
@@ -260,7 +330,10 @@ class RunDir:
     """One run's output directory: lock, overwrite, resume, config, log, state and model files."""
 
     def __init__(self, path: str | Path, *, state_dir: str, log_file: str, fingerprint: str,
-                 what: str = "run", keep: int = 2):
+                 what: str = "run", keep: int = 2, settings: dict | None = None):
+        """settings: the dict `fingerprint` hashes (`fingerprint(settings)`), kept with each saved
+        state so that a rerun with other settings is told which differ."""
+        self.settings = settings
         self.path = Path(path)
         self.state_path = self.path / state_dir  # orbax checkpoints <state_dir>/<step>/
         self.legacy_state_path = self.path / f"{state_dir}.safetensors"  # the earlier one-file format
@@ -318,21 +391,26 @@ class RunDir:
         if self.primary:
             for name in (self.legacy_state_path.name, self.log_path.name, *files):
                 (self.path / name).unlink(missing_ok=True)
-            for name in (self.state_path.name, *dirs):
+            for name in (self.state_path.name, f"{self.state_path.name}.damaged", *dirs):
                 shutil.rmtree(self.path / name, ignore_errors=True)
         barrier(f"catsim-clear-{self.fingerprint}")
 
     def resume(self, template: Any) -> tuple[Any, int]:
         """(state, step): the newest saved state read into `template`'s structure and shardings (a
         state of the earlier one-file format too), or (template, 0); the log is cut back to that
-        step (every process then reads the same log)."""
+        step (every process then reads the same log). A damaged newest checkpoint gives way to the
+        previous one and a log's cut last line is dropped, each with a one-line warning
+        (`StateCheckpoints.restore`, `truncate_log`); a damaged line before the log's last is refused."""
         tree, start = template, 0
+        if self.log_path.is_file():
+            parse_log(self.log_path)  # a damaged line is refused before anything is touched
         if self.state_path.is_dir() and self.checkpoints.latest_step() is not None:
-            tree, start = self.checkpoints.restore(template, self.fingerprint, what=self.what)
+            tree, start = self.checkpoints.restore(template, self.fingerprint, what=self.what, settings=self.settings)
         elif self.legacy_state_path.is_file():
             tree, start = load_legacy_tree(self.legacy_state_path, template, self.fingerprint, what=self.what)
-        if self.primary:
-            truncate_log(self.log_path, start)
+        note = truncate_log(self.log_path, start) if self.primary else None
+        if note:
+            warnings.warn(note, CatsimWarning, stacklevel=2)
         barrier(f"catsim-resume-{self.fingerprint}")
         return tree, start
 
@@ -356,7 +434,7 @@ class RunDir:
     def save_state(self, tree: Any, step: int) -> None:
         """Start an asynchronous save of the training state at `step` (every process calls this;
         each writes its own shards). Returns once the arrays are copied off the devices."""
-        self.checkpoints.save(tree, step, self.fingerprint)
+        self.checkpoints.save(tree, step, self.fingerprint, self.settings)
 
     def wait(self) -> None:
         """Block until the last `save_state` is on disk."""

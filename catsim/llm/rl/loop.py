@@ -197,10 +197,15 @@ def fingerprint_settings(cfg: RLConfig) -> dict:
             and not (k in LATER_OPTIONS and v == LATER_OPTIONS[k])}
 
 
+def run_settings(cfg: RLConfig, base: str, spec: dict) -> dict:
+    """What a run's resume fingerprint hashes: the options that change its trajectory, the base
+    model (`base`: its resolved path by default, or a caller's id of its content) and the task spec."""
+    return {"rl": fingerprint_settings(cfg), "base": base, "task": spec}
+
+
 def run_fingerprint(cfg: RLConfig, base: str, spec: dict) -> str:
-    """A run's resume fingerprint: the options that change its trajectory, the base model (`base`:
-    its resolved path by default, or a caller's id of its content) and the task spec."""
-    return rundir.fingerprint({"rl": fingerprint_settings(cfg), "base": base, "task": spec})
+    """A run's resume fingerprint (of `run_settings`)."""
+    return rundir.fingerprint(run_settings(cfg, base, spec))
 
 
 def needs_reference(cfg: RLConfig) -> bool:
@@ -345,8 +350,10 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         opt_state = jax.device_put(opt_state, jax.devices()[0])
     # a copy: the update donates (consumes) the parameters it is given
     ref_params = jax.tree.map(jnp.copy, params) if needs_reference(cfg) else None
-    fp = run_fingerprint(cfg, base_id or str(Path(base_dir).resolve()), spec)
-    run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run")
+    settings = run_settings(cfg, base_id or str(Path(base_dir).resolve()), spec)
+    fp = rundir.fingerprint(settings)
+    run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run",
+                        settings=settings)
     end, sampling = cfg.steps, tr.sampling
     gamma_schedule = cfg.gamma_schedule(tr.task.num_prompts("train"))
     with run.locked():
