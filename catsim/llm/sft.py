@@ -9,6 +9,7 @@ Output directory (`run_sft(..., out_dir)`):
     config.json, model.safetensors, tokenizer.json, tokenizer_config.json   Hugging Face model dir
     catsim_task.json      the task name and config (so sampling / RL rebuild the same task)
     sft_config.json       the SFT and model settings of the run
+    provenance.json       commit, CPU, ISA, XLA flags and threads of each piece of the run
     train_state/<step>/    params + optimizer state + step: orbax checkpoints, the newest 2 kept
     train_log.jsonl       one line per step: step, loss, token accuracy, lr, grad norm, seconds
     loss.png              the loss curve
@@ -39,9 +40,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from catsim import signals
+from catsim import provenance, signals
 from catsim.errors import CatsimError
-from catsim.llm import rundir
+from catsim.llm import rundir, safeguards
 from catsim.llm.model.config import ModelConfig
 from catsim.llm.model.sharding import barrier, to_host, whole_rows
 from catsim.llm.model.transformer import Params, forward, init_params
@@ -349,6 +350,8 @@ def run_sft(
             run.clear(files=("eval.json", "loss.png"))
         state, _ = run.resume(init_state(model_cfg, cfg, mesh))
         start = int(to_host(state.step))
+        if run.primary:  # where each piece of the run was computed (`catsim.provenance`)
+            provenance.record_run_piece(run.path, start)
         run.write_json(CONFIG_FILE, {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
                                      "num_params": model_cfg.num_params, "fingerprint": run.fingerprint})
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
@@ -381,7 +384,7 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
     last_loss = float("nan")
     bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not (progress and run.primary),
                dynamic_ncols=True)
-    logged = start  # the last step whose record is in the log
+    logged = saved = start  # the last step whose record is in the log / whose state is saved
     try:
         with run.open_log(start, log_to=log_to, config=dataclasses.asdict(cfg)) as log:
             record = None  # a finished step's record not yet in the log
@@ -392,6 +395,7 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
                         batch = make_batch(task, tokenizer, cfg, step)
                         state, metrics = step_once(state, batch)
                         metrics = {k: float(v) for k, v in metrics.items()}
+                        safeguards.check_step("SFT", step + 1, metrics, saved, run.state_path)  # NaN: stop here
                         last_loss = metrics["loss"]
                         record = {"step": step + 1, **metrics, "lr": float(schedule(step)),
                                   "seconds": round(time.perf_counter() - t0, 4)}
@@ -400,7 +404,9 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
                         bar.update(1)
                         bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
                         if (step + 1) % cfg.save_every == 0 or step + 1 == end:
+                            safeguards.check_params("SFT", step + 1, state.params, saved, run.state_path)
                             run.save_state(state, step + 1)
+                            saved = step + 1
                     signals.check()
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what was done; rerun to resume
                 if record is not None:  # the step finished: its line goes in with its state

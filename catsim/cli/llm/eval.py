@@ -54,6 +54,16 @@ def register(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
+def check_model_dirs(paths) -> None:
+    """Refuse a path that is not a model directory, naming it, before anything else is read: an
+    empty folder is "not a model", not a model without a task file."""
+    for path in paths:
+        if not Path(path).is_dir():
+            raise CatsimError(f"{path}: no such model directory")
+        if not (Path(path) / "config.json").is_file():
+            raise CatsimError(f"{path}: not a model directory (no config.json)")
+
+
 def run(args) -> int:
     from catsim.llm import evaluate as ev
     from catsim.llm import metrics
@@ -75,6 +85,7 @@ def run(args) -> int:
           else [2**i for i in range(args.n.bit_length()) if 2**i <= args.n])
     if max(ks) > args.n:
         raise CatsimError(f"--k asks for k = {max(ks)} but --n is {args.n}; need n >= k")
+    check_model_dirs([*args.models, *([args.base] if args.base else [])])
     spec = task_spec_from_args(args) or read_task_file(args.models[0])
     task = task_from_spec(spec)
     data_seed = args.data_seed if args.data_seed is not None else int(spec.get("data_seed", 0))
@@ -100,7 +111,7 @@ def run(args) -> int:
         if task.correct_answers(prompts[0]) is not None:
             base_mass = ev.answer_mass_table(base, task, prompts)
     header = ["model"] + [f"pass@{k}" for k in ks] + (["ΔNLL_rare", "kept", "Mret"] if base else [])
-    say(" | ".join(header))
+    rows = [" | ".join(header)]  # printed once every model is loaded and scored: a refusal prints no table
     for path in args.models:
         policy = ev.load_policy(path, mesh=mesh)
         res = ev.evaluate_passk(policy, task, label=Path(path).name, **kw)
@@ -115,7 +126,9 @@ def run(args) -> int:
             cells += [f"{res['delta_nll_rare']:.3f}" if "delta_nll_rare" in res else "–",
                       f"{res['answer_mass']['kept_fraction']:.3f}" if "answer_mass" in res else "–",
                       f"{res['answer_mass']['mret']:.3f}" if "answer_mass" in res else "–"]
-        say(" | ".join(cells))
+        rows.append(" | ".join(cells))
+    for row in rows:
+        say(row)
     counts = [np.asarray(report["models"][p]["num_correct"]) for p in args.models]
     if args.test and len(args.models) > 1:
         m = args.m if args.m is not None else max(1, args.n // 4)

@@ -179,7 +179,8 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
     Every tensor's name, shape and dtype are checked before any is read. Tensors are then read one
     at a time from the memory-mapped files (`safetensors.safe_open(...).get_slice`), converted and
     placed on their devices, so host memory peaks near one parameter (one stacked L x ... array,
-    or one device's slice of it), not the whole model.
+    or one device's slice of it), not the whole model. A model with a NaN or infinite weight is
+    refused (`catsim.llm.safeguards.check_model`: one reduction per parameter on its devices).
     """
     directory = Path(directory)
     if not directory.is_dir():
@@ -285,6 +286,9 @@ def load_model(directory: str | Path, *, dtype: str | None = None, mesh: Any = N
 
     params: Params = {key: build(key, False) for key in shapes if key != "layers"}
     params["layers"] = {key: build(key, True) for key in shapes["layers"]}
+    from catsim.llm.safeguards import check_model
+
+    check_model(params, directory)  # NaN weights would give wrong numbers, not an error
     return cfg, params
 
 

@@ -18,10 +18,13 @@ uninterrupted one exactly:
    group's prompt goes through the model once, its keys and values shared by the group's
    completions (`shares_prompts`, `step.shared_prompt_batch`);
 4. record: one `rl_log.jsonl` line (`STEP_METRICS`), safeguard warnings, state saves, snapshots.
+   A NaN or infinite loss, gradient norm or parameter is an error (`safeguards.NonFinite`): the
+   run stops at that step, before its record or state is written, so the last saved state is good.
 
 Files in the output directory:
     rl_config.json      the settings (and the base model path)
     rl_log.jsonl        one JSON line per step (see `STEP_METRICS`)
+    provenance.json     commit, CPU, ISA, XLA flags and threads of each piece of the run (`catsim.provenance`)
     rl_state/<step>/      params + optimizer state + step: orbax checkpoints every `save_every` steps (newest 2 kept)
     checkpoints/step_NNNNNN/   Hugging Face model snapshots every `snapshot_every` steps
     model/              the final policy as a Hugging Face model dir (+ tokenizer, task file)
@@ -47,7 +50,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from catsim import signals
+from catsim import provenance, signals
 from catsim.errors import CatsimError
 from catsim.llm import rundir, safeguards
 from catsim.llm.model.sharding import barrier, shard_batch, to_host
@@ -360,6 +363,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         if overwrite:
             run.clear(dirs=("checkpoints", "model"))
         (params, opt_state), start = run.resume((params, opt_state))
+        if run.primary:  # where each piece of the run was computed (a resume on another machine adds one)
+            provenance.record_run_piece(run.path, start)
         run.write_json(CONFIG_FILE, {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec,
                                      "label": cfg.label(), "fingerprint": fp})
         history = run.history()  # the safeguards' view of the run so far
@@ -394,6 +399,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                             batch = shared_prompt_batch(batch, groups.prompt_tokens.shape[1], cfg.group_size)
                         params, opt_state, means = update(tr, params, opt_state, batch, tau, programs, width)
                         moved = step + 1
+                        safeguards.check_step("RL", step + 1, means, saved, run.state_path)  # NaN: stop here
                         record = step_record(cfg, step, c, batch, gamma, g, means, temperature, time.perf_counter() - t0)
                         record.update(asym_stats)
                         if cfg.run.heldout_every and (step + 1) % cfg.run.heldout_every == 0:
@@ -406,10 +412,14 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                             tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
                         log.write(record)
                         logged = step + 1
-                        if (step + 1) % cfg.run.save_every == 0 or step + 1 == end:
+                        save = (step + 1) % cfg.run.save_every == 0 or step + 1 == end
+                        snapshot = cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0
+                        if save or snapshot:  # nothing non-finite is written
+                            safeguards.check_params("RL", step + 1, params, saved, run.state_path)
+                        if save:
                             run.save_state((params, opt_state), step + 1)
                             saved = step + 1
-                        if cfg.run.snapshot_every and (step + 1) % cfg.run.snapshot_every == 0:
+                        if snapshot:
                             run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
                         bar.update(1)
                         bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
