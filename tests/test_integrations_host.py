@@ -207,3 +207,28 @@ def test_typed_estimators_refuse_what_options_from_refuses():
         with pytest.raises(CatsimError, match=f"^gamma must be a finite number >= 0, got {match}$"):
             host.resolve("fgrpo", gamma)
     host.Estimator("grpo", 0.0, registry.Options(eps=0.0))  # ε = 0 is allowed: every rule guards 0/0
+
+
+def test_torch_rewards_of_any_float_dtype_and_tensor_ids_are_read():
+    torch = pytest.importorskip("torch")
+    est = host.resolve("fgrpo", 0.5)
+    want = host.group_advantages(R_B, UID_B, est)
+    ids = torch.tensor([ord(u) for u in UID_B])  # verl and TRL hand over tensors
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):  # 0/1 are exact in each
+        rewards = torch.tensor(R_B, dtype=dtype, requires_grad=dtype != torch.bfloat16)
+        for got, expected in zip(host.group_advantages(rewards, ids, est), want, strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("rewards, ids, says", [
+    (R_B[:4], [[0], [0], [1], [1]], "group id [0] at position 0 is not hashable (list)"),
+    (R_B[:2], [{}, {}], "group id {} at position 0 is not hashable (dict)"),
+    (R_B[:1], 0, "group ids must be a sequence of 1 ids (one per reward), got int"),
+    (R_B[:2], "ab", "group ids must be a sequence of 2 ids (one per reward), got str"),
+    (R_B[:3], ["a", "a"], "3 rewards but 2 group ids"),
+    (["x", "y"], ["a", "a"], "rewards must be numbers"),
+])
+def test_group_ids_and_rewards_of_the_wrong_kind_are_one_line(rewards, ids, says):
+    with pytest.raises(CatsimError, match=re.escape(says)) as e:
+        host.group_advantages(rewards, ids, host.resolve("fgrpo"))
+    assert "\n" not in str(e.value)

@@ -209,9 +209,11 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
     """Advantages of a flat batch, grouped by `index_B` (verl's uid, TRL's prompt blocks).
 
     Args:
-      rewards_B: [B] scalar rewards (a binary rule reads reward > (Rc + Rw)/2 as correct; μ̂ is
+      rewards_B: [B] scalar rewards, any array-like (a torch tensor of any float dtype, bfloat16
+        included, on any device; a binary rule reads reward > (Rc + Rw)/2 as correct; μ̂ is
         `advantages.success_rate` of the rewards with the options' Rc, Rw).
-      index_B: [B] hashable group ids; samples with the same id form one group.
+      index_B: [B] hashable group ids (a list, array or tensor, not a string); samples with the
+        same id form one group.
       est: the rule, γ and options.
       pin_platform: see `cpu_device`.
 
@@ -220,13 +222,13 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
       weight. A group holding a NaN reward (an unscorable sample) gets advantage 0 under every rule
       and γ (its μ̂ and g are NaN); a group of one sample gets 0 under every rule that compares a
       sample with its group (all but the baseline-free w_reinforce, nsr, psr), as TRL's GRPO does.
-      A ±inf reward (or one beyond float32) is refused: a CatsimError naming its position.
+      A ±inf reward (or one beyond float32) is refused: a CatsimError naming its position, as are
+      rewards that are not numbers and group ids that are not a sequence of hashable ids.
     """
     import jax
 
-    raw = np.asarray(rewards_B, np.float64).reshape(-1)
-    if len(index_B) != raw.size:
-        raise CatsimError(f"{raw.size} rewards but {len(index_B)} group ids")
+    raw = _rewards(rewards_B)
+    index_B = _group_ids(index_B, raw.size)
     _check_finite(raw, index_B)
     rewards = raw.astype(np.float32)
     if est.gamma > 0:
@@ -249,6 +251,37 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
     return adv, mu, g
 
 
+def _rewards(rewards_B) -> np.ndarray:
+    """[B] float64 rewards of any array-like. A torch tensor is detached and read as float32 on the
+    host first: NumPy has no bfloat16, and a GPU tensor or one that requires grad has no array."""
+    if hasattr(rewards_B, "detach") and hasattr(rewards_B, "float"):
+        rewards_B = rewards_B.detach().float().cpu().numpy()
+    try:
+        return np.asarray(rewards_B, np.float64).reshape(-1)
+    except (TypeError, ValueError) as err:
+        why = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise CatsimError(f"rewards must be numbers (NaN for an unscorable sample): {why}") from None
+
+
+def _group_ids(index_B, size: int) -> list:
+    """The [B] group ids as a list of hashable values (a tensor's or array's as Python scalars)."""
+    if hasattr(index_B, "detach") and hasattr(index_B, "tolist"):
+        index_B = index_B.detach().cpu()
+    if isinstance(index_B, str | bytes) or not hasattr(index_B, "__len__"):
+        raise CatsimError(f"group ids must be a sequence of {size} ids (one per reward), got "
+                          f"{type(index_B).__name__} {str(index_B)[:40]!r}")
+    ids = index_B.tolist() if hasattr(index_B, "tolist") else list(index_B)
+    if len(ids) != size:
+        raise CatsimError(f"{size} rewards but {len(ids)} group ids")
+    for i, uid in enumerate(ids):
+        try:
+            hash(uid)
+        except TypeError:
+            raise CatsimError(f"group id {str(uid)[:40]} at position {i} is not hashable ({type(uid).__name__}): "
+                              "give one str or int id per reward") from None
+    return ids
+
+
 def _check_finite(rewards_B: np.ndarray, index_B: Sequence) -> None:
     """Refuse ±inf (and float32 overflow): a broken reward function, not an unscorable sample (NaN)."""
     bad = np.flatnonzero(~np.isnan(rewards_B) & ~(np.abs(rewards_B) <= v.FLOAT32_MAX))
@@ -263,7 +296,7 @@ def _members(index_B: Sequence) -> list[list[int]]:
     """Positions of each group, groups in order of first appearance."""
     ids: dict = {}
     members: list[list[int]] = []
-    for i, uid in enumerate(np.asarray(index_B, dtype=object).tolist()):
+    for i, uid in enumerate(index_B):
         j = ids.setdefault(uid, len(ids))
         if j == len(members):
             members.append([])
