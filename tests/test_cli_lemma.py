@@ -107,3 +107,15 @@ def test_console_entry_point_subprocess():
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly():
+    """`catsim lemma ... | head -1`: the 300 kB table fills the pipe, the reader closes it after one
+    line, and the command ends with SIGPIPE's exit code and nothing on stderr (was "error: Broken
+    pipe", rc 2)."""
+    proc = subprocess.Popen([sys.executable, "-m", "catsim", "lemma", "--n", "1:512", "--format", "csv"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"n,tau,mu_pos")
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and stderr == "", stderr

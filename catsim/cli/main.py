@@ -61,6 +61,26 @@ def check_output_path(path: str | os.PathLike, flag: str) -> None:
         raise CatsimError(f"{flag}: cannot write {path} ({parent} is not a writable folder)")
 
 
+def stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe whose reader has gone (`catsim lemma ... | head -1`). If so, stdout
+    is pointed at /dev/null, as Python's documentation of SIGPIPE advises, so that the flush at
+    exit neither fails nor prints: the command ends quietly, like any Unix tool in a pipe."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        gone = any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (AttributeError, OSError, ValueError):  # no file descriptor (captured), no poll (Windows)
+        return False
+    if gone:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return gone
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `catsim` parser: every command, or with `argv` only the command it names (faster
     start-up; see `register_package`)."""
@@ -116,7 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, on_sigterm)  # a clean stop between steps
     try:
-        return int(func(args) or 0)
+        code = int(func(args) or 0)
+        sys.stdout.flush()  # a reader that has gone shows here, not in Python's flush at exit
+        return code
+    except BrokenPipeError as err:
+        if not stdout_reader_gone():  # another pipe than stdout: an error like any OSError
+            print(f"catsim {name}: error: {err.strerror or err}", file=sys.stderr)
+            return 2
+        return 128 + 13  # what a shell reports for a writer stopped by SIGPIPE (`set -o pipefail`)
     except CatsimError as err:
         print(f"catsim {name}: error: {err}", file=sys.stderr)
         return 2
