@@ -112,3 +112,26 @@ def test_impossible_model_sizes(tmp_path, capsys, monkeypatch, flag, value):
 @pytest.mark.parametrize("value", ["-5", "0"])
 def test_eval_batch_size_must_be_positive(model, capsys, value):
     _one_line_error(capsys, ["llm", "eval", str(model), *EVAL, "--batch-size", value], "--batch-size")
+
+
+def _truncate_weights(model):
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return "model.safetensors"
+
+
+def _garbage_config(model):
+    (model / "config.json").write_text("garbage{")
+    return "config.json"
+
+
+@pytest.mark.parametrize("damage", [_truncate_weights, _garbage_config])
+@pytest.mark.parametrize("command", ["eval", "sample", "rl"])
+def test_every_command_that_loads_a_model_names_its_damaged_file(model, tmp_path, capsys, damage, command):
+    name = damage(model)
+    out = tmp_path / "rl"
+    argv = {"eval": ["llm", "eval", str(model), *EVAL],
+            "sample": ["llm", "sample", "--model", str(model), "--prompt", "UD", "--n", "1"],
+            "rl": ["llm", "rl", "--base", str(model), "--out", str(out), "--steps", "1", "--quiet"]}[command]
+    _one_line_error(capsys, argv, str(model / name))
+    assert not out.exists()
