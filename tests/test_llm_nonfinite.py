@@ -99,6 +99,24 @@ def test_rl_that_diverges_stops_with_its_last_good_state_kept(paths_base, tmp_pa
     assert main(["llm", "eval", str(out / "model"), *EVAL]) == 0
 
 
+def test_rl_refuses_to_resume_a_saved_state_that_is_not_finite(paths_base, tmp_path, capsys, monkeypatch):
+    """A run directory written before the checks existed can hold a NaN state at its last step: a
+    rerun resumes there, runs no step and would save that state as the final model. It is refused."""
+    out = tmp_path / "rl"
+    argv = ["llm", "rl", "--base", str(paths_base), "--out", str(out), "--advantage", "nsr",
+            "--learning-rate", "1e30", "--steps", "3", *TINY_RL]
+    with monkeypatch.context() as m:  # the code before the checks
+        m.setattr(safeguards, "check_step", lambda *a, **k: None)
+        m.setattr(safeguards, "check_params", lambda *a, **k: None)
+        assert main(argv) == 0
+    shutil.rmtree(out / "model")
+    capsys.readouterr()
+    assert main(argv) == 2
+    _one_line_error(capsys, "catsim llm rl: error: RL run: the state saved at step 3 in ", "is not finite",
+                    "--overwrite")
+    assert not (out / "model").exists()
+
+
 def test_rl_refuses_a_base_with_nan_weights(nan_base, tmp_path, capsys):
     out = tmp_path / "rl"
     assert main(["llm", "rl", "--base", str(nan_base), "--out", str(out), "--steps", "2", *TINY_RL]) == 2

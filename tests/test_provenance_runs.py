@@ -105,3 +105,21 @@ def test_runs_made_before_provenance_are_counted_as_unrecorded(study):
     old = {**results, "runs": [{k: v for k, v in r.items() if k != "provenance"} for r in results["runs"]]}
     assert maze_provenance.set_up_lines(old)[1] == (
         f"- {len(old['runs'])} made before runs recorded their set-up: their commit and CPU are not known")
+
+
+def test_a_resumed_run_records_each_piece_and_a_finished_one_adds_none(tmp_path):
+    from llm_rl_helpers import make_paths_base
+
+    from catsim.cli.main import main
+
+    base = make_paths_base(tmp_path / "base")
+    out = tmp_path / "rl"
+    argv = ["llm", "rl", "--base", str(base), "--out", str(out), "--steps", "3", "--group-size", "4",
+            "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--quiet"]
+    assert main([*argv, "--stop-after", "1"]) == 0
+    assert main(argv) == 0
+    pieces = provenance.run_pieces(out)
+    assert [p["from_step"] for p in pieces] == [0, 1]
+    assert provenance.differences(pieces[0], pieces[1]) == []
+    assert main(argv) == 0  # finished: nothing computed, no piece added
+    assert provenance.run_pieces(out) == pieces

@@ -124,6 +124,16 @@ def check_params(what: str, step: int, params, last_good: int, state_dir: str | 
                         f"{_kept(last_good, state_dir)}")
 
 
+def check_resumed(what: str, step: int, params, state_dir: str | Path) -> None:
+    """Refuse to go on from a saved state (step `step` > 0) whose parameters are not finite: a run
+    directory written before these checks existed can hold one, and resuming it would train, or
+    save as the final model, NaN weights."""
+    if step > 0 and (bad := non_finite_leaves(params)):
+        raise NonFinite(f"{what}: the state saved at step {step} in {state_dir} is not finite "
+                        f"({', '.join(bad[:3])}); remove {Path(state_dir) / str(step)} to resume from an "
+                        "earlier one, or rerun with --overwrite")
+
+
 def check_model(params, source: str | Path) -> None:
     """Refuse a loaded model whose weights hold a NaN or an infinity: every number it would give
     (a pass rate, a sample, a training run from it) would be wrong."""

@@ -350,11 +350,12 @@ def run_sft(
             run.clear(files=("eval.json", "loss.png"))
         state, _ = run.resume(init_state(model_cfg, cfg, mesh))
         start = int(to_host(state.step))
-        if run.primary:  # where each piece of the run was computed (`catsim.provenance`)
-            provenance.record_run_piece(run.path, start)
+        safeguards.check_resumed("SFT run", start, state.params, run.state_path)
         run.write_json(CONFIG_FILE, {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size),
                                      "num_params": model_cfg.num_params, "fingerprint": run.fingerprint})
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+        if run.primary and start < end:  # where each piece of the run is computed (`catsim.provenance`)
+            provenance.record_run_piece(run.path, start)
         state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress, log_to,
                                   mesh)
         if run.primary:

@@ -363,12 +363,13 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         if overwrite:
             run.clear(dirs=("checkpoints", "model"))
         (params, opt_state), start = run.resume((params, opt_state))
-        if run.primary:  # where each piece of the run was computed (a resume on another machine adds one)
-            provenance.record_run_piece(run.path, start)
+        safeguards.check_resumed("RL run", start, params, run.state_path)
         run.write_json(CONFIG_FILE, {"rl": dataclasses.asdict(cfg), "base_model": str(base_dir), "task": spec,
                                      "label": cfg.label(), "fingerprint": fp})
         history = run.history()  # the safeguards' view of the run so far
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
+        if run.primary and start < end:  # where each piece of the run is computed (a resume elsewhere adds one)
+            provenance.record_run_piece(run.path, start)
         bar = tqdm(total=cfg.steps, initial=start, desc=label, file=sys.stderr,
                    disable=not (progress and run.primary), dynamic_ncols=True)
         log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}")
