@@ -137,7 +137,7 @@ def test_cli_flags_build_the_update():
     cfg = config_from_args(parser.parse_args(["--asym-channels", "--negative-reading", "formula"]))
     assert cfg.update.asym_channels and not cfg.update.asym_recompose
     assert cfg.update.dual_clip is None and cfg.update.asym.negative_reading == "formula"
-    assert cfg.method == "paper+adam-reinforce-lr0.01+asym-ch"
+    assert cfg.method == "paper+adam-reinforce-lr0.01+asym-ch-formula"  # the reading changes the result
     with pytest.raises(CatsimError):  # validated like every other option
         config_from_args(parser.parse_args(["--dual-clip", "-1"]))
 

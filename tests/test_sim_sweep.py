@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from catsim.cli.main import main
+from catsim.errors import CatsimError
 from catsim.sim import analysis
 from catsim.sim import config as C
 from catsim.sim import sweep as S
@@ -53,9 +54,9 @@ def test_sweep_resumes_without_rerunning(swept, monkeypatch):
     monkeypatch.setattr(S, "run_cell", lambda *a, **k: pytest.fail("a finished cell was re-run"))
     again = S.sweep(TINY, out, group_sizes=SIZES, gammas=GAMMAS, seeds=SEEDS, progress=False)
     np.testing.assert_array_equal(again.data["qpos"], res.data["qpos"])
-    # A changed configuration is not silently reused.
+    # A changed configuration under the same label is neither silently reused nor overwritten.
     changed = dataclasses.replace(TINY, update=dataclasses.replace(TINY.update, learning_rate=0.02))
-    with pytest.raises(pytest.fail.Exception):
+    with pytest.raises(CatsimError, match="learning_rate = 0.02 here, 0.01 there"):
         S.sweep(changed, out, group_sizes=SIZES, gammas=GAMMAS, seeds=SEEDS, progress=False)
 
 

@@ -17,7 +17,7 @@ import dataclasses
 import math
 
 from catsim.errors import CatsimError
-from catsim.objectives import registry
+from catsim.objectives import focal, registry
 from catsim.objectives.asymmetric import AsymmetricConfig
 from catsim.objectives.focal import GammaSchedule
 from catsim.objectives.grad_clip import dual_threshold_clip
@@ -199,13 +199,67 @@ class UpdateConfig:
             label += f"-pos{self.positive_weight:g}"
         if self.low_lr_gamma > 0:
             label += f"-lowlr{self.low_lr_gamma:g}"
+        label += "".join(f"-{part}" for part in _other_settings(self))
         if self.asymmetric:
             parts = [name for name, on in (("ch", self.asym_channels), ("conf", self.asym_confidence),
                                            ("rec", self.asym_recompose)) if on]
             if self.dual_clip is not None:
                 parts.append(f"clip{self.dual_clip:g}")
+            parts += _asym_settings(self)
             label += "+asym-" + "-".join(parts)
         return label
+
+
+# The label's parts for the settings its first form left out (the rule grpo, ε, rewards, optimizer,
+# clipping, entropy, KL, dynamic sampling, the γ schedule): each only when it differs from
+# UpdateConfig's default and acts under the rest of the update, so that the default label stays
+# what it was (the published cells and figures are named by it) and two updates that can give
+# different results never share a label, cell file or figure.
+_EPS_RULES = ("grpo", "maxrl", "passk_best")  # the rules that read adv_eps (registry.Options.eps)
+_SCHEDULE_SHORT = {"gamma_start": "from", "warmup_steps": "over", "switch_step": "at", "success_low": "lo",
+                   "success_high": "hi", "steps_per_epoch": "epoch", "warmup_epochs": "after",
+                   "increment": "inc", "ramp_start": "after", "ramp_steps": "per"}
+
+
+def _other_settings(u: UpdateConfig) -> list[str]:
+    d = UpdateConfig()
+    parts = ["grpo"] if u.advantage == "grpo" else []
+    if u.advantage in _EPS_RULES and u.adv_eps != d.adv_eps:
+        parts.append(f"eps{u.adv_eps:g}")
+    if not registry.get(u.advantage).binary and (u.reward_correct, u.reward_wrong) != (d.reward_correct, d.reward_wrong):
+        parts.append(f"rew{u.reward_correct:g}_{u.reward_wrong:g}")
+    if u.optimizer == "adamw" and u.weight_decay != d.weight_decay:
+        parts.append(f"wd{u.weight_decay:g}")
+    if u.optimizer != "sgd":
+        parts += [f"{short}{getattr(u, name):g}" for name, short in (("b1", "b1"), ("b2", "b2"), ("adam_eps", "aeps"))
+                  if getattr(u, name) != getattr(d, name)]
+    if u.ppo_epochs != d.ppo_epochs:
+        parts.append(f"epochs{u.ppo_epochs}")
+        if u.surrogate in ("grpo", "dapo", "cispo"):  # the clip bounds act from the second epoch on
+            parts += [f"{name.replace('_', '')}{getattr(u, name):g}" for name in ("clip_low", "clip_high")
+                      if getattr(u, name) is not None]
+    parts += [f"{short}{getattr(u, name):g}" for name, short in (("entropy_coef", "ent"), ("kl_coef", "kl"))
+              if getattr(u, name) != getattr(d, name)]
+    if u.dynamic_sampling:
+        parts.append("dyn" + (f"{u.max_resamples}" if u.max_resamples != d.max_resamples else ""))
+    if u.gamma.kind != "constant":  # the γ values themselves are the results' gamma coordinate
+        parts.append("g" + u.gamma.kind.replace("_", "") + "".join(
+            f"_{_SCHEDULE_SHORT[name]}{getattr(u.gamma, name):g}" for name in focal.SCHEDULE_FIELDS[u.gamma.kind]))
+    return parts
+
+
+def _asym_settings(u: UpdateConfig) -> list[str]:
+    """The asymmetric components' settings away from their defaults (the label's +asym part)."""
+    d, parts = UpdateConfig(), []
+    if u.dual_clip is not None:
+        parts += [f"{short}{getattr(u, name):g}" for name, short in
+                  (("dual_clip_lower", "cliplow"), ("dual_clip_amplification", "clipamp"))
+                  if getattr(u, name) != getattr(d, name)]
+    for f in dataclasses.fields(AsymmetricConfig):
+        value = getattr(u.asym, f.name)
+        if value != getattr(d.asym, f.name):
+            parts.append(f"{f.name.replace('_', '')}{value:g}" if isinstance(value, (int, float)) else str(value))
+    return parts
 
 
 @dataclasses.dataclass(frozen=True)

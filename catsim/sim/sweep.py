@@ -231,8 +231,11 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     `simulate`.
 
     A finished cell is reused when its file can be read and holds this cell (its configuration
-    signature, coordinates and metrics); a damaged one (truncated, empty, other shapes or
-    settings) is recomputed, with one line to `log`. Returns the combined SimResults (also
+    signature, coordinates and metrics); a damaged one (truncated, empty, other shapes, another
+    cell's file) is recomputed, with one line to `log`. A finished cell computed with other settings
+    (the same method label and N; other steps, policy, γ values, seeds, ...) is not overwritten: the
+    call is refused with a CatsimError naming them, before any work (`resume=False` recomputes it).
+    Returns the combined SimResults (also
     saved). `log(msg)` receives one-line status messages. Every cell (cached or run) is one record
     of `<out_dir>/sweep_log.jsonl` (seed-mean final Mret and Qpos per γ, seconds), mirrored to the
     `log_to` sinks ("tensorboard", "wandb"), step = the cell's index in the grid.
@@ -271,7 +274,8 @@ def plan_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER
                resume: bool = True, log=None, part: tuple[int, int] | None = None) -> SweepPlan:
     """The cells of a sweep, which of them are this part's, and which of those are finished (read
     back) or to compute; checks the settings against `<out_dir>/sweep.json` (CatsimError before
-    any work) and says with one line to `log` why a damaged cell file is recomputed."""
+    any work), refuses a finished cell of other settings (`sweep_parts.other_settings`) and says
+    with one line to `log` why a damaged cell file is recomputed."""
     part = sweep_parts.check_part(part) if part is not None else None
     out = Path(out_dir)
     cells_dir = out / "cells"
@@ -302,7 +306,13 @@ def plan_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER
                 problem = sweep_parts.cell_problem(cached, label=cfg.method_label, group_size=cfg.group_size,
                                                    gammas=gs, seeds=seed_list, steps=steps, signature=sig)
             except CatsimError as err:
-                problem = str(err).removeprefix(f"cannot read simulator results from {path}: ")
+                cached, problem = None, str(err).removeprefix(f"cannot read simulator results from {path}: ")
+            differ = problem and cached is not None and sweep_parts.other_settings(
+                cached, label=cfg.method_label, group_size=cfg.group_size, description=_describe(cfg),
+                gammas=gs, seeds=seed_list)
+            if differ:  # a finished cell of other settings: not overwritten (--no-resume recomputes it)
+                raise CatsimError(f"{path} holds this cell computed with other settings ({differ}): use "
+                                  f"another --out, or --no-resume to recompute it with these")
             if problem is None:
                 done[_cell_key(cfg)] = cached
                 continue

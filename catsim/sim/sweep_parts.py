@@ -8,7 +8,9 @@ cached cells, for `catsim.sim.sweep.sweep`.
   when that costs nothing).
 * `claim_manifest(out, settings)`: `<out>/sweep.json` records the settings of a sweep run in parts;
   a part with other settings is refused (CatsimError), before any work.
-* `cell_problem(results, ...)`: why a cached cell cannot be used (None: it can).
+* `cell_problem(results, ...)`: why a cached cell cannot be used (None: it can);
+  `other_settings(results, ...)`: the settings a cached cell of this cell was computed with instead
+  (a sweep refuses to overwrite it).
 """
 
 from __future__ import annotations
@@ -147,6 +149,23 @@ def claim_manifest(out: Path, settings: dict) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     check_manifest(out, settings)
+
+
+def other_settings(cached, *, label: str, group_size: int, description: dict, gammas, seeds) -> str | None:
+    """The settings in which the cached cell file of this cell (its method label and N) was computed
+    differently from `description` (`dataclasses.asdict` of the cell's config, less group_size),
+    `gammas` and `seeds`, as "name = ours here, theirs there; ..."; None when the file holds another
+    cell (a damaged or misnamed file) or differs only in fields one side lacks (a file written before a
+    field was renamed or added): those are recomputed, a cell of other settings is not overwritten."""
+    recorded = cached.attrs.get(label)
+    if cached.methods != (label,) or cached.group_sizes != (group_size,) or not isinstance(recorded, dict):
+        return None
+    ours = json.loads(json.dumps({"config": description, "gammas": [float(g) for g in gammas],
+                                  "seeds": [int(s) for s in seeds]}))
+    theirs = {"config": recorded, "gammas": list(cached.gammas), "seeds": list(cached.seeds)}
+    a, b = _flat(ours), _flat(theirs)
+    keys = [k for k in sorted(set(a) & set(b)) if a[k] != b[k]]
+    return _differences({k: a[k] for k in keys}, {k: b[k] for k in keys}) if keys else None
 
 
 def cell_problem(cached, *, label: str, group_size: int, gammas, seeds, steps, signature: str):
