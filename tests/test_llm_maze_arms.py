@@ -5,6 +5,7 @@ on hand-made tests; the CLI's refusals; the report's arms section."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import subprocess
@@ -224,3 +225,104 @@ def test_horizon_claims_test_each_longer_run_against_its_own_shorter_one():
     tests[0] = _t("grpo-6000", "grpo", 64, 0.01, 0.4)
     claims = {c["claim"]: c for c in maze_arms.judge_claims(tests, sp, names)}
     assert claims["GRPO's pass@k loss grows as training lengthens"]["verdict"] == "does not hold"
+
+
+SUMMARIES = ("results.json", "arms.json", "trl.json")
+
+
+@pytest.fixture(scope="module")
+def armed(tiny_study, tmp_path_factory):
+    """The tiny study with every arm run, and trl.json from stand-in TRL evaluations (the catsim runs'
+    own, relabelled: what the summaries do with TRL runs, not TRL's training, is under test)."""
+    out = tmp_path_factory.mktemp("armed") / "study"
+    shutil.copytree(tiny_study, out)
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]) == 0
+    if importlib.util.find_spec("trl") is not None:
+        for ev_path in sorted(out.glob("s0/*grpo-N2*/eval.json")):
+            ev = json.loads(ev_path.read_text())
+            name = f"trl-{ev['label']}"
+            (out / "s0" / name).mkdir()
+            (out / "s0" / name / "eval.json").write_text(json.dumps(
+                {**ev, "trainer": "trl", "label": name, "curve": [], "versions": {"trl": "stand-in"}}))
+        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--trainer", "trl",
+                     "--max-runs", "0"]) == 0
+    return out
+
+
+def test_a_call_that_trains_nothing_changes_no_summary(armed, tmp_path, capsys):
+    """Every summary file is rebuilt from all the runs on disk, never from only those a call asked
+    about, and is left as it is when it says the same: a call that asks about some arms or trains
+    nothing leaves results.json, arms.json and trl.json byte for byte (before: `--arms grpo-kl
+    --max-runs 0` rewrote arms.json with 4 of the 6 arms, their tests and claims gone, and every
+    such call rewrote the files with its own time and provenance)."""
+    out = tmp_path / "study"
+    shutil.copytree(armed, out)
+    files = {name: (out / name).read_bytes() for name in SUMMARIES if (out / name).is_file()}
+    assert len(files) == 2 + (importlib.util.find_spec("trl") is not None)
+    calls = [["--arms", "grpo-kl", "--max-runs", "0"], ["--arms", "f-dapo-g0.5"], ["--arms", "all", "--max-runs", "0"],
+             [], ["--max-runs", "1"], *([["--trainer", "trl", "--max-runs", "0"]] if "trl.json" in files else [])]
+    for argv in calls:
+        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", *argv]) == 0, argv
+        assert {name: (out / name).read_bytes() for name in files} == files, argv
+    printed = capsys.readouterr().out
+    assert "6 arm runs finished, 0 pending" in printed  # every arm, whichever was asked about
+
+
+def test_asking_about_one_arm_keeps_every_other(armed, tmp_path):
+    """An arm trained again after its runs went missing: arms.json is rebuilt with every arm of the
+    preset, the others' runs, summaries, tests and claims as they were."""
+    out = tmp_path / "study"
+    shutil.copytree(armed, out)
+    before = json.loads((out / "arms.json").read_text())
+    shutil.rmtree(out / "s0" / "arm-grpo-kl-N2")
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "grpo-kl",
+                 "--max-runs", "0"]) == 0
+    pending = json.loads((out / "arms.json").read_text())
+    assert pending["pending"] == ["s0/arm-grpo-kl-N2"] and [a["name"] for a in pending["arms"]] == \
+        [a["name"] for a in before["arms"]]
+    assert [s for s in pending["summary"] if s["arm"] != "grpo-kl"] == \
+        [s for s in before["summary"] if s["arm"] != "grpo-kl"]
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "grpo-kl"]) == 0
+    after = json.loads((out / "arms.json").read_text())
+    assert _numbers(after) == _numbers(before) and after["headline"] == before["headline"]
+
+
+def _set(path: list, value):
+    def edit(d):
+        for key in path[:-1]:
+            d = d[key]
+        d[path[-1]] = value
+    return edit
+
+
+@pytest.mark.parametrize("name, edit, where", [
+    ("results.json", None, None),
+    ("results.json", _set(["summary", 0, "pass_at_k", "1"], 0.99), "summary[0].pass_at_k.1 is 0.99"),
+    ("results.json", _set(["runs", 1, "final", "greedy_solve_rate"], 0.99),
+     "runs[1] (s0/f-grpo-N2-g0.5).final.greedy_solve_rate is 0.99"),
+    ("results.json", _set(["tests", 0, "delta"], 0.5), "tests[0].delta is 0.5"),
+    ("arms.json", _set(["summary", 2, "pass_at_k", "4"], 0.99), "summary[2].pass_at_k.4 is 0.99"),
+    ("arms.json", _set(["claims", 0, "verdict"], "holds!"), "claims[0].verdict is \"holds!\""),
+    ("arms.json", _set(["headline"], {"arm": "grpo-kl"}), "headline is {\"arm\": \"grpo-kl\"}"),
+    ("trl.json", _set(["cross", 1, "grpo", "1"], 0.99), "cross[1].grpo.1 is 0.99"),
+])
+def test_report_refuses_a_summary_that_disagrees_with_its_runs(armed, tmp_path, capsys, name, edit, where):
+    """`--report` publishes a summary file only when it says what the runs on disk say: one edited
+    number is refused in one line naming the file and the field (before: published as it stood)."""
+    if not (armed / name).is_file():
+        pytest.skip(f"no {name} (TRL is not installed)")
+    out = tmp_path / "study"
+    shutil.copytree(armed, out)
+    if edit is not None:
+        d = json.loads((out / name).read_text())
+        edit(d)
+        (out / name).write_text(json.dumps(d, indent=1))
+    capsys.readouterr()
+    rc = main(["llm", "maze-study", "--out", str(out), "--report", str(tmp_path / "report")])
+    err = capsys.readouterr().err.strip()
+    if edit is None:
+        assert rc == 0 and (tmp_path / "report" / "report.md").is_file(), err
+        return
+    assert rc == 2 and f"{out / name}: {where}, but the runs on disk give" in err, err
+    assert "--max-runs 0" in err or name == "results.json"
+    assert "\n" not in err and "Traceback" not in err and not (tmp_path / "report").exists()

@@ -194,3 +194,11 @@ def test_the_docs_arms_table_quotes_arms_json():
             assert cell.endswith(f"({p})"), line
         assert _number(cells[6]) == pytest.approx(s["rl_seconds_per_step"], abs=0.0005), line
     assert rows == len(summary)  # every arm with results is in the table
+
+
+def test_the_committed_summaries_say_what_their_runs_say():
+    """results.json, arms.json and trl.json pass `--report`'s check against the committed runs (every
+    number recomputed from the runs' eval.json but the tests' subsampled fields)."""
+    from catsim.experiments.maze_check import check_summaries
+
+    check_summaries(STUDY, study.load_results(STUDY), maze_arms.load_arms(STUDY), maze_trl.load_trl(STUDY))

@@ -45,6 +45,7 @@ from catsim.experiments import maze_study, provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze_pieces import read_piece, run_problem
 from catsim.experiments.maze_presets import StudyPreset, run_label
+from catsim.experiments.maze_summaries import stored_finder, write_summary
 
 ARMS_FILE = "arms.json"
 ALPHA = 0.05
@@ -225,8 +226,9 @@ def arm_config(sp: StudyPreset, arm: Arm, seed: int, max_new: int):
 def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = True, log_to: tuple = (),
              max_runs: int | None = None, say=print) -> dict:
     """Train and evaluate every arm's missing runs (at most `max_runs` this call), seed by seed in
-    the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on).
-    The study's warm-ups must be there, and the study runs the arms name must be finished."""
+    the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on)
+    from every arm of the preset (`summarised_arms`), not only those asked for. The study's warm-ups
+    must be there, and the study runs the arms name must be finished."""
     out = Path(out_dir)
     arms = tuple(arms)
     _check_plan(sp, arms)
@@ -256,17 +258,29 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = Tru
                                            log_to=log_to, say=say)
         done_now += 1
         say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {maze_study.run_summary(ev)}")
-    result = collect_arms(out, sp, arms, say)
+    result = collect_arms(out, sp, summarised_arms(sp, arms), say)
     result["seconds_this_call"] = time.perf_counter() - t0
     result["provenance"] = provenance.collect()
-    maze_study._write(out / ARMS_FILE, result)
-    return result
+    return write_summary(out / ARMS_FILE, result)
+
+
+def summarised_arms(sp: StudyPreset, arms) -> tuple[Arm, ...]:
+    """The arms arms.json summarises: the preset's whole arm set, whichever a call asked to run (an
+    arm it did not ask about keeps its runs, summary, tests and claims; one not run yet is pending),
+    then any other arm given."""
+    name = sp.name.removesuffix("-paper-shapes")
+    every = ARM_SETS[name]() if name in ARM_SETS else ()
+    known = {a.name: a for a in every}
+    for a in arms:
+        if known.get(a.name, a) != a:
+            raise CatsimError(f"arm {a.name}: not the {sp.name} preset's arm of that name")
+    return every + tuple(a for a in arms if a.name not in known)
 
 
 def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] | None = None) -> dict:
     """arms.json's content from the run directories: the finished runs, the pending ones, each arm's
-    summary (seed mean and spread; the seeds finished so far), the tests (`tests`: given, not
-    recomputed) and the claims."""
+    summary (seed mean and spread; the seeds finished so far), the tests and the claims. `tests`: an
+    arms.json's tests, whose subsampled fields are taken, not drawn again (`maze_study.paired`)."""
     bases = {}
     runs, pending = [], []
     for a in arms:
@@ -281,7 +295,7 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] 
     by_arm = {a.name: [r for r in runs if r["arm"] == a.name] for a in arms}
     done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
     summary = [_summary(a, by_arm[a.name], bases) for a in arms if by_arm[a.name]]
-    tests = arm_tests(sp, arms, by_arm, done) if tests is None else tests
+    tests = arm_tests(sp, arms, by_arm, done, stored=tests)
     return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))),
             "arms": [{"name": a.name, **a.settings(), "seeds": a.seeds, "study_run": list(a.study_run),
                       "compare": list(a.compare)} for a in arms],
@@ -294,10 +308,11 @@ def _summary(arm: Arm, rs: list[dict], bases: dict) -> dict:
             "rl_seconds_per_step": float(np.mean([r["rl_seconds"] / max(1, len(r["reward_curve"])) for r in rs]))}
 
 
-def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None) -> list[dict]:
+def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None, stored=None) -> list[dict]:
     """Every finished arm (of `only`, when given) − each finished reference it names, at k = 1 and
     k = m: the study's paired m-out-of-n test over the (seed, maze) units of the seeds both hold.
-    `by_arm`: {arm name: its finished runs}; `done`: the arms with every seed finished."""
+    `by_arm`: {arm name: its finished runs}; `done`: the arms with every seed finished; `stored`: an
+    arms.json's tests (see `maze_study.paired`)."""
     counts = {name: {r["seed"]: r["final"]["num_correct"] for r in rs} for name, rs in by_arm.items()}
     tests = []
     for a in (a for a in arms if only is None or a.name in only):
@@ -306,7 +321,8 @@ def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None) -> list
                 continue
             for k in (1, sp.test_m):
                 seed = zlib.crc32(f"{a.name}|{ref}|{k}".encode())
-                for t in maze_study.paired(sp, counts[ref], counts[a.name], seed, ALPHA, ks=(k,)):
+                for t in maze_study.paired(sp, counts[ref], counts[a.name], seed, ALPHA, ks=(k,),
+                                           stored=stored_finder(stored, arm=a.name, reference=ref)):
                     tests.append({"arm": a.name, "reference": ref, **t})
     return tests
 

@@ -45,6 +45,12 @@ from catsim.experiments.maze_pieces import (
     run_problem,
 )
 from catsim.experiments.maze_presets import StudyPreset, run_label, run_names
+from catsim.experiments.maze_summaries import (
+    SUBSAMPLED,
+    stored_finder,
+    subsampled_ok,
+    write_summary,
+)
 from catsim.files import write_text
 
 STUDY_FILE = "study.json"
@@ -270,7 +276,7 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
     results = collect(out, sp, say)
     results["seconds_this_call"] = time.perf_counter() - t0
     results["provenance"] = provenance.collect()
-    return _write(out / RESULTS_FILE, results)
+    return write_summary(out / RESULTS_FILE, results)  # unchanged when it says the same
 
 
 def check_study_ready(out: Path, sp: StudyPreset, seeds, say=print) -> None:
@@ -335,8 +341,9 @@ def run_summary(ev: dict) -> str:
             f"{ev['final']['greedy_solve_rate']:.3f}, RL {ev['rl_seconds'] / steps:.3f} s/step")
 
 
-def collect(out: Path, sp: StudyPreset, say=print) -> dict:
-    """results.json's content from the run directories (every run must be evaluated)."""
+def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -> dict:
+    """results.json's content from the run directories (every run must be evaluated). `stored`: a
+    results.json whose tests' subsampled fields are taken (see `paired`), to check it."""
     bases = {}
     runs = []
     for method, n, gamma, seed in run_names(sp):
@@ -348,9 +355,10 @@ def collect(out: Path, sp: StudyPreset, say=print) -> dict:
         if ev is None:
             raise CatsimError(f"run s{seed}/{run_label(method, n, gamma)} has no evaluation yet; rerun the study")
         runs.append(ev)
+    stored = stored or {}
     return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))), "bases": {str(s): b for s, b in bases.items()},
-            "runs": runs, "summary": summarize(runs, sp, bases), "tests": paired_tests(runs, sp),
-            "changes": change_tests(runs, bases, sp)}
+            "runs": runs, "summary": summarize(runs, sp, bases), "tests": paired_tests(runs, sp, stored=stored.get("tests")),
+            "changes": change_tests(runs, bases, sp, stored=stored.get("changes"))}
 
 
 def summarize(runs: list[dict], sp: StudyPreset, bases: dict | None = None) -> list[dict]:
@@ -397,10 +405,12 @@ def p_text(t: dict) -> str:
 
 
 def paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], seed: int, alpha: float,
-           ks=None) -> list[dict]:
+           ks=None, stored=None) -> list[dict]:
     """B − A at every k ≤ m (or at `ks`) over the (seed, maze) units of the seeds both hold, with each
     seed's own full-sample Δ beside the pooled test (the seeds' spread, which the maze-level test does
-    not see). `a`, `b`: {seed: per-maze correct counts of n samples}."""
+    not see). `a`, `b`: {seed: per-maze correct counts of n samples}. `stored` (k → a test a summary
+    file holds, or None): its `SUBSAMPLED` fields are taken, not drawn again (a minute per test on the
+    CPU study) and everything else is computed from the counts — how `--report` checks a file."""
     from catsim.llm.metrics import paired_subsample_test, pass_at_k
 
     seeds = sorted(set(a) & set(b))
@@ -410,8 +420,14 @@ def paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], se
     cb = np.concatenate([b[s] for s in seeds])
     out = []
     for k in (k for k in (sp.ks if ks is None else ks) if k <= sp.test_m):
-        res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
-                                    seed=seed + k)
+        old = stored(k) if stored is not None else None
+        if subsampled_ok(old):
+            res = {"delta": float(pass_at_k(sp.eval_n, cb, k).mean() - pass_at_k(sp.eval_n, ca, k).mean()),
+                   **{f: old[f] for f in SUBSAMPLED}, "n": sp.eval_n, "m": sp.test_m, "k": k,
+                   "iterations": sp.test_iterations}  # paired_subsample_test's fields, in its order
+        else:
+            res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
+                                        seed=seed + k)
         per_seed = {str(s): float(pass_at_k(sp.eval_n, np.asarray(b[s]), k).mean()
                                   - pass_at_k(sp.eval_n, np.asarray(a[s]), k).mean()) for s in seeds}
         out.append({"seeds": seeds, "units": int(ca.size), "significant": res["p_value"] < alpha, "alpha": alpha,
@@ -419,26 +435,29 @@ def paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], se
     return out
 
 
-def paired_tests(runs: list[dict], sp: StudyPreset, alpha: float = 0.05) -> list[dict]:
+def paired_tests(runs: list[dict], sp: StudyPreset, alpha: float = 0.05, stored=None) -> list[dict]:
     """F-GRPO − GRPO at every N, γ and k ≤ m: the paired m-out-of-n subsampling test over (seed,
-    maze) units (see the module docstring)."""
+    maze) units (see the module docstring). `stored`: tests of a summary file (see `paired`)."""
     tests = []
     for n, _ in sp.plan:
         plain = _pooled(runs, "grpo", n, 0.0)
         for gamma in sp.gammas:
-            for t in paired(sp, plain, _pooled(runs, "f-grpo", n, gamma), 1000 * n, alpha):
+            for t in paired(sp, plain, _pooled(runs, "f-grpo", n, gamma), 1000 * n, alpha,
+                            stored=stored_finder(stored, group_size=n, gamma=gamma)):
                 tests.append({"group_size": n, "gamma": gamma, **t})
     return tests
 
 
-def change_tests(runs: list[dict], bases: dict[int, dict], sp: StudyPreset, alpha: float = 0.05) -> list[dict]:
+def change_tests(runs: list[dict], bases: dict[int, dict], sp: StudyPreset, alpha: float = 0.05,
+                 stored=None) -> list[dict]:
     """Each run − its warm-up at every k ≤ m (did RL lose or gain pass@k?), per (method, N, γ): the
     same paired test, units (seed, maze), each seed's run against that seed's warm-up."""
     warm = {s: b["num_correct"] for s, b in bases.items()}
     tests = []
     for n, _ in sp.plan:
         for method, gamma in [("grpo", 0.0)] + [("f-grpo", g) for g in sp.gammas]:
-            for t in paired(sp, warm, _pooled(runs, method, n, gamma), 1000 * n + 500, alpha):
+            for t in paired(sp, warm, _pooled(runs, method, n, gamma), 1000 * n + 500, alpha,
+                            stored=stored_finder(stored, method=method, group_size=n, gamma=gamma)):
                 tests.append({"method": method, "group_size": n, "gamma": gamma, **t})
     return tests
 

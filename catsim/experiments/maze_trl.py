@@ -37,6 +37,7 @@ from catsim.experiments import maze_provenance, maze_study, provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze_pieces import read_piece, run_problem
 from catsim.experiments.maze_presets import StudyPreset, run_label
+from catsim.experiments.maze_summaries import write_summary
 from catsim.files import write_text
 
 TRL_FILE = "trl.json"
@@ -236,12 +237,13 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True
     result = collect(out, sp, say)
     result["seconds_this_call"] = time.perf_counter() - t0
     result["provenance"] = provenance.collect()
-    return maze_study._write(out / TRL_FILE, result)
+    return write_summary(out / TRL_FILE, result)
 
 
-def collect(out: Path, sp: StudyPreset, say=print) -> dict:
+def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -> dict:
     """trl.json's content: the finished TRL runs, the pending ones, the summary, F-GRPO − GRPO inside
-    TRL (the study's paired test) and the cross-trainer table (catsim's runs of the same N, seeds)."""
+    TRL (the study's paired test) and the cross-trainer table (catsim's runs of the same N, seeds).
+    `stored`: a trl.json whose tests' subsampled fields are taken (`maze_study.paired`), to check it."""
     runs, pending = [], []
     todo = plan(sp)
     for method, n, gamma, seed in todo:
@@ -258,7 +260,9 @@ def collect(out: Path, sp: StudyPreset, say=print) -> dict:
     common = paired(runs) & paired(catsim_runs)
     both = {"trl": [r for r in runs if r["seed"] in common],
             "catsim": [r for r in catsim_runs if r["seed"] in common] if common else catsim_runs}
-    tests = {k: maze_study.paired_tests(rs, head) for k, rs in both.items()}
+    known = {"trl": stored["tests"], "catsim": [t for row in stored["cross"] if isinstance(row, dict) and row.get(
+        "trainer") == "catsim" for t in (row.get("test"), row.get("test_1")) if t]} if stored else {}
+    tests = {k: maze_study.paired_tests(rs, head, stored=known.get(k)) for k, rs in both.items()}
     return {"preset": maze_study._preset_json(sp), "runs": runs, "pending": pending,
             "summary": maze_study.summarize(runs, sp) if runs else [], "tests": tests["trl"],
             "cross_seeds": sorted(common), "cross": cross_table(both["trl"] if common else runs, both["catsim"], tests, sp),

@@ -2,6 +2,8 @@
 and F-GRPO (every γ) at every N from the same warm-up, pass@k for k = 1…256 on held-out mazes (and
 against RL step), per-maze π(solution) before/after, the paired m-out-of-n test of F-GRPO − GRPO.
 Resumable: rerun the same command to go on (a different preset in the same --out is refused).
+results.json, arms.json and trl.json summarise every run on disk, whichever a call asked about, and
+`--report` refuses a summary that disagrees with its runs (catsim.experiments.maze_check).
 
 examples:
   catsim llm maze-study --out runs/maze-study --preset cpu              # the CPU study (split: --max-runs)
@@ -37,10 +39,11 @@ def register(subparsers) -> None:
                         help="trl: GRPO (TRL's GRPOTrainer) and F-GRPO γ = 0.5 (catsim's TRL plug-in) from the "
                              "study's warm-ups, evaluated by catsim, after the study (needs .[trl]; default: catsim)")
     parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all); with --arms or "
-                             "--trainer trl, 0 trains nothing and rewrites arms.json / trl.json from the finished runs")
+                             "--trainer trl, 0 trains nothing and rebuilds arms.json / trl.json from every finished run "
+                             "(a summary that says the same is left as it is)")
     parser.add_argument("--report", metavar="DIR",
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
-                             "run nothing (default: off)")
+                             "run nothing; refused when a summary file disagrees with the runs in OUT (default: off)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars (default: shown on a terminal)")
     add_log_to_argument(parser)
     parser.set_defaults(func=run)
@@ -67,12 +70,14 @@ def run(args) -> int:
 
     if args.report:
         from catsim.experiments.maze_arms import load_arms
+        from catsim.experiments.maze_check import check_summaries
         from catsim.experiments.maze_report import write_report
         from catsim.experiments.maze_study import load_results
         from catsim.experiments.maze_trl import load_trl
 
         results = load_results(args.out)
         arms, trl = load_arms(args.out), load_trl(args.out)
+        check_summaries(args.out, results, arms, trl)  # what is published says what the runs say
         check_output_path(f"{args.report}/report.md", "--report")
         print(f"report: {write_report(results, args.report, study_dir=args.out, arms=arms, trl=trl)}")
         return 0
