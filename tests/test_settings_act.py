@@ -98,3 +98,28 @@ def test_power_of_two_group_size_as_the_help_shows_it(capsys):
     for bad in ("2^1.5", "2^x", "2^"):
         with pytest.raises(CatsimError, match="bad power of two"):
             parse_int_list(bad, "--n")
+
+
+@pytest.mark.parametrize("flags, named", [
+    (["--target-qpos", "0.9"], "--target-qpos is read by --init target_qpos only"),
+    (["--weight-decay", "0.1"], "--weight-decay is read by --optimizer adamw only"),
+    (["--clip-high", "0.3"], "--clip-high is read by the grpo, dapo and cispo objectives only"),
+    (["--w-reinforce-lambda", "0.5"], "--w-reinforce-lambda is read by --advantage w_reinforce only"),
+    (["--adv-eps", "0.1"], "--adv-eps is read by --advantage grpo, maxrl, passk_best only"),
+    (["--negative-reading", "formula"], "--negative-reading is read by the asymmetric channels only"),
+    (["--asym-channels", "--kl-direction", "policy_to_uniform"], "--kl-direction is read by the confidence"),
+])
+def test_simulator_option_the_run_never_reads_is_refused(flags, named, capsys):
+    """Before: each of these ran without the option (the paper scenario's Adam on the log-prob
+    objective with the mean-centred rule) and exited 0."""
+    assert main(["simulate", *SIM, "--n", "8", *flags]) == 2
+    _one_line(capsys, named)
+    ok = {"--target-qpos": ["--init", "target_qpos"], "--weight-decay": ["--optimizer", "adamw"],
+          "--clip-high": ["--objective", "grpo"], "--w-reinforce-lambda": ["--advantage", "w_reinforce"],
+          "--adv-eps": ["--advantage", "grpo"], "--negative-reading": ["--asym-channels"],
+          "--kl-direction": ["--asym-confidence"]}
+    from catsim.cli._simargs import config_from_args
+    from catsim.cli.main import build_parser
+
+    extra = next(v for k, v in ok.items() if k in flags)
+    config_from_args(build_parser().parse_args(["simulate", *SIM, *flags, *extra]))  # read: accepted

@@ -185,9 +185,37 @@ def config_from_args(args, sizes=None) -> C.SimConfig:
     for n in sorted(set(sizes or ())):  # k > N refused here; k = N warned by the run, once per N
         registry.check_k(update.advantage, update.passk_k, n)
     cfg = dataclasses.replace(base, policy=dataclasses.replace(base.policy, **pol), update=update, **top)
+    _check_read(args, cfg)
     if custom:  # a modified scenario gets a label that says so
         cfg = dataclasses.replace(cfg, method=f"{args.scenario}+{update.label}")
     return cfg
+
+
+def _check_read(args, cfg: C.SimConfig) -> None:
+    """Refuse (CatsimError, one line) an option given to a run that never reads it: the run would
+    go on without it while its command line says otherwise."""
+    u = cfg.update
+    unread = [(flag, why) for flag, given, why in (
+        ("--target-qpos", args.target_qpos is not None and cfg.policy.init != "target_qpos",
+         "is read by --init target_qpos only"),
+        ("--weight-decay", args.weight_decay is not None and u.optimizer != "adamw",
+         "is read by --optimizer adamw only"),
+        ("--clip-low", args.clip_low is not None and u.surrogate not in ("grpo", "dapo", "cispo"),
+         "is read by the grpo, dapo and cispo objectives only"),
+        ("--clip-high", args.clip_high is not None and u.surrogate not in ("grpo", "dapo", "cispo"),
+         "is read by the grpo, dapo and cispo objectives only"),
+        ("--w-reinforce-lambda", args.w_reinforce_lambda is not None and u.advantage != "w_reinforce",
+         "is read by --advantage w_reinforce only"),
+        ("--adv-eps", args.adv_eps is not None and u.advantage not in C.EPS_RULES,
+         f"is read by --advantage {', '.join(C.EPS_RULES)} only"),
+        ("--negative-reading", args.negative_reading is not None and not u.asym_channels,
+         "is read by the asymmetric channels only (--asym-channels)"),
+        ("--kl-direction", args.kl_direction is not None and not u.asym_confidence,
+         "is read by the confidence weight only (--asym-confidence)"),
+    ) if given]
+    if unread:
+        flag, why = unread[0]
+        raise CatsimError(f"{flag} {why}; this run would not use it (leave it out)")
 
 
 def low_lr_gammas(args) -> list[float] | None:

@@ -215,7 +215,7 @@ class UpdateConfig:
 # UpdateConfig's default and acts under the rest of the update, so that the default label stays
 # what it was (the published cells and figures are named by it) and two updates that can give
 # different results never share a label, cell file or figure.
-_EPS_RULES = ("grpo", "maxrl", "passk_best")  # the rules that read adv_eps (registry.Options.eps)
+EPS_RULES = ("grpo", "maxrl", "passk_best")  # the rules that read adv_eps (registry.Options.eps)
 _SCHEDULE_SHORT = {"gamma_start": "from", "warmup_steps": "over", "switch_step": "at", "success_low": "lo",
                    "success_high": "hi", "steps_per_epoch": "epoch", "warmup_epochs": "after",
                    "increment": "inc", "ramp_start": "after", "ramp_steps": "per"}
@@ -224,7 +224,7 @@ _SCHEDULE_SHORT = {"gamma_start": "from", "warmup_steps": "over", "switch_step":
 def _other_settings(u: UpdateConfig) -> list[str]:
     d = UpdateConfig()
     parts = ["grpo"] if u.advantage == "grpo" else []
-    if u.advantage in _EPS_RULES and u.adv_eps != d.adv_eps:
+    if u.advantage in EPS_RULES and u.adv_eps != d.adv_eps:
         parts.append(f"eps{u.adv_eps:g}")
     if not registry.get(u.advantage).binary and (u.reward_correct, u.reward_wrong) != (d.reward_correct, d.reward_wrong):
         parts.append(f"rew{u.reward_correct:g}_{u.reward_wrong:g}")
