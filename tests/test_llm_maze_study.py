@@ -165,3 +165,37 @@ def test_report_moves_in_once_made(doubled, tmp_path, capsys):
     assert sorted(p.name for p in report.iterdir()) == sorted([*FIGURES, "report.md", "results.json"])
     assert sorted(p.name for p in tmp_path.rglob("*") if p.name.startswith(".")) == []
     assert f"report: {report / 'report.md'}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--max-runs", "1"], "--report runs nothing: --max-runs does not go with it"),
+    (["--arms", "all"], "--report runs nothing: --arms does not go with it"),
+    (["--trainer", "trl"], "--report runs nothing: --trainer trl does not go with it"),
+    (["--log-to", "tensorboard"], "--report runs nothing: --log-to does not go with it"),
+    (["--preset", "cpu"], "is the 'tiny' study, with other settings than those given (checkpoints"),
+    (["--preset", "tiny", "--gammas", "1"], "is the 'tiny' study, with other settings than those given (gammas)"),
+    (["--preset", "tiny"], None),
+    (["--preset", "tiny", "--gammas", "0.5", "--paper-shapes"], "with other settings than those given (heads"),
+])
+def test_report_refuses_options_that_would_not_act(argv, message, doubled, tmp_path, capsys):
+    """`--report` runs nothing and reports the study in --out as it is: an option that would run
+    something, or study settings other than the study's, is one line and exit 2 (before: ignored, and
+    the report of another study made as if it were theirs)."""
+    report = tmp_path / "report"
+    capsys.readouterr()
+    rc = main(["llm", "maze-study", "--out", str(doubled[1]), "--report", str(report), *argv])
+    err = capsys.readouterr().err.strip()
+    if message is None:
+        assert rc == 0 and (report / "report.md").is_file(), err
+        return
+    assert rc == 2 and message in err and "\n" not in err and "Traceback" not in err, err
+    assert not report.exists()
+
+
+def test_log_to_is_refused_where_nothing_would_log_to_it(tmp_path, capsys):
+    """TRL's runs send nothing to --log-to sinks: asked for, it is one line before anything runs."""
+    out = tmp_path / "none"
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--trainer", "trl",
+                 "--log-to", "tensorboard"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--log-to goes with catsim's RL runs" in err and "\n" not in err and not out.exists()

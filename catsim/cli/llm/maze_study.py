@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("maze-study", help="the paper's Maze study: GRPO vs F-GRPO, pass@k, test",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="study directory (reruns resume)")
-    parser.add_argument("--preset", default="cpu", help="paper, cpu or tiny (default: cpu)")
+    parser.add_argument("--preset", help="paper, cpu or tiny (default: cpu)")
     parser.add_argument("--paper-shapes", action="store_true",
                         help="with --preset tiny: 17×17 mazes and the paper's model shape (default: off)")
     parser.add_argument("--seeds", type=int, help="seeds (warm-ups) for every N (default: the preset's plan)")
@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     parser.add_argument("--gammas", help="comma list of F-GRPO γ (default: the preset's, 0.5,1 for paper/cpu)")
     parser.add_argument("--arms", metavar="NAMES",
                         help="run the study's arms instead: 'all' or a comma list of arm names (the preset's "
-                             "arms: entropy, KL, DAPO, CISPO, switch, γ ramp, 4 updates, horizon; default: off)")
+                             "arms: entropy, KL, DAPO, CISPO, switch, γ ramp, 4 updates, horizon; the arms each is "
+                             "tested against run too; arms.json summarises every arm; default: off)")
     parser.add_argument("--trainer", choices=("catsim", "trl"), default="catsim",
                         help="trl: GRPO (TRL's GRPOTrainer) and F-GRPO γ = 0.5 (catsim's TRL plug-in) from the "
                              "study's warm-ups, evaluated by catsim, after the study (needs .[trl]; default: catsim)")
@@ -55,7 +56,7 @@ def preset_from_args(args):
 
     if args.paper_shapes and args.preset != "tiny":
         raise CatsimError("--paper-shapes goes with --preset tiny")
-    sp = maze_presets.tiny(True) if args.paper_shapes else maze_presets.preset(args.preset)
+    sp = maze_presets.tiny(True) if args.paper_shapes else maze_presets.preset(args.preset or "cpu")
     least = 0 if args.arms is not None or args.trainer == "trl" else 1  # 0: rewrite arms.json / trl.json only
     if args.max_runs is not None and args.max_runs < least:
         raise CatsimError(f"--max-runs must be >= {least}{' for the study' if least else ''}, got {args.max_runs}")
@@ -76,6 +77,7 @@ def run(args) -> int:
         from catsim.experiments.maze_trl import load_trl
 
         results = load_results(args.out)
+        _check_report_args(args, results)
         arms, trl = load_arms(args.out), load_trl(args.out)
         check_summaries(args.out, results, arms, trl)  # what is published says what the runs say
         check_output_path(f"{args.report}/report.md", "--report")
@@ -85,6 +87,9 @@ def run(args) -> int:
     check_output_path(f"{args.out}/study.json", "--out")
     if args.arms is not None and args.trainer == "trl":
         raise CatsimError("--arms and --trainer trl are separate runs: give one")
+    if args.trainer == "trl" and args.log_to:
+        raise CatsimError("--log-to goes with catsim's RL runs: TRL's runs send nothing to it (their log is "
+                          "trl_log.jsonl)")
     if args.arms is not None:
         return _run_arms(args, sp)
     if args.trainer == "trl":
@@ -99,6 +104,27 @@ def run(args) -> int:
         print("\n".join(table_lines(results)))
         print(f"results: {args.out}/results.json")
     return 0
+
+
+def _check_report_args(args, results: dict) -> None:
+    """`--report` runs nothing and reports the study in --out as it is: an option that would run
+    something is refused (it would not act), and study settings other than the study's."""
+    import dataclasses
+    import json
+
+    from catsim.experiments.maze_study import _diff
+
+    runs = [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
+                                     ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)))
+            if given]
+    if runs:
+        raise CatsimError(f"--report runs nothing: {runs[0]} does not go with it (run without --report first)")
+    if args.paper_shapes or any(v is not None for v in (args.preset, args.seeds, args.group_sizes, args.gammas)):
+        want = json.loads(json.dumps(dataclasses.asdict(preset_from_args(args))))
+        if results["preset"] != want:
+            raise CatsimError(f"{args.out}/results.json is the {results['preset'].get('name')!r} study, with other "
+                              f"settings than those given ({_diff(results['preset'], want)}): --report reports the "
+                              "study in --out; leave the settings out")
 
 
 def _run_arms(args, sp) -> int:
