@@ -170,13 +170,39 @@ def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool, mesh=None) -> 
         raise CatsimError("the warm-up needs catsim.llm.sft (catsim llm sft); pass a base model instead "
                           "(--base-model TASK=DIR)") from None
     barrier(f"catsim-pipeline-warm-up-{out}")  # every process sees the same files
-    if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
-        return out
     cfg = SFTConfig(steps=pc.sft_steps, batch_size=pc.sft_batch, learning_rate=pc.sft_lr,
                     warmup_steps=min(20, pc.sft_steps // 10), data_seed=pc.data_seed)
     size = ModelSize(hidden_size=pc.model_hidden, num_layers=pc.model_layers, num_heads=pc.model_heads)
+    if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
+        check_warm_up(out, task, cfg, size)
+        return out
     run_sft(task, cfg, size, out, eval_prompts=0, progress=progress, mesh=mesh)
     return out
+
+
+def check_warm_up(out: Path, task, cfg, size) -> None:
+    """Refuse a finished warm-up in `out` made with other settings (task, warm-up, model size):
+    reused silently, its model would be trained and scored under a config it never had (a
+    `--quick` warm-up reported as the default one)."""
+    from catsim.llm.rundir import read_task_file, settings_differences, task_spec
+
+    def without_save_every(sft: dict) -> dict:
+        return {k: v for k, v in sft.items() if k != "save_every"}
+
+    have: dict = {"task": read_task_file(out)}
+    want: dict = {"task": task_spec(task, cfg.data_seed)}
+    stored = out / "sft_config.json"  # absent in a model directory placed there by hand
+    if stored.is_file():
+        try:
+            record = json.loads(stored.read_text())
+            have.update(sft=without_save_every(record["sft"]), model_size=record["model_size"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            raise CatsimError(f"{stored}: unreadable warm-up settings; remove {out} to warm up afresh") from None
+        want.update(sft=without_save_every(dataclasses.asdict(cfg)), model_size=dataclasses.asdict(size))
+    diff = settings_differences(have, want)
+    if diff:
+        raise CatsimError(f"{out} holds a warm-up with other settings ({diff}); use another --out, or "
+                          f"start from it with --base-model {task.name}={out}")
 
 
 def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineConfig | None = None,

@@ -1,0 +1,71 @@
+"""Calls that claimed a setting that never acted, printed a number that is not one, or gave a
+traceback: each now acts, prints what is true, or is refused in one line (exit 2)."""
+
+import dataclasses
+import json
+
+import pytest
+
+from catsim.cli.main import main
+from catsim.errors import CatsimError
+from catsim.experiments import llm_pipeline
+from catsim.experiments.llm_pipeline import PipelineConfig
+
+
+def _one_line(capsys, *needles):
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert "\n" not in err and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+# ------------------------------------------------------------------ llm pipeline: a reused warm-up
+def _fake_warm_up(directory, pc: PipelineConfig, **size_changes):
+    """The settings files of a finished warm-up of `pc`'s first task (no weights: the check comes
+    before any model is read)."""
+    from catsim.llm.rundir import task_spec
+    from catsim.llm.sft import ModelSize, SFTConfig
+    from catsim.llm.tasks import make_task
+
+    setup = pc.tasks[0]
+    task = make_task(setup.name, **setup.options)
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text("{}")
+    (directory / "catsim_task.json").write_text(json.dumps(task_spec(task, pc.data_seed)))
+    cfg = SFTConfig(steps=pc.sft_steps, batch_size=pc.sft_batch, learning_rate=pc.sft_lr,
+                    warmup_steps=min(20, pc.sft_steps // 10), data_seed=pc.data_seed)
+    size = ModelSize(hidden_size=pc.model_hidden, num_layers=pc.model_layers, num_heads=pc.model_heads)
+    size = dataclasses.replace(size, **size_changes)
+    (directory / "sft_config.json").write_text(json.dumps(
+        {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size)}))
+    return task, cfg
+
+
+def test_pipeline_refuses_a_warm_up_made_with_other_settings(tmp_path, capsys):
+    """Before: `llm pipeline --out X` after `llm pipeline --out X --quick` reused the quick warm-up
+    (3x3 paths, 60 steps, width 32) and published results.json claiming the default one (4x4
+    paths, 300 steps, width 64)."""
+    out = tmp_path / "pipe"
+    _fake_warm_up(out / "paths" / "base", PipelineConfig.quick(), hidden_size=16)
+    assert main(["llm", "pipeline", "--out", str(out), "--quick", "--quiet"]) == 2
+    _one_line(capsys, "holds a warm-up with other settings", "model_size.hidden_size 16 there, 32 here",
+              "--base-model paths=")
+    assert not (out / "results.json").exists()
+
+
+def test_pipeline_warm_up_check_in_the_library(tmp_path):
+    pc = PipelineConfig.quick()
+    from catsim.llm.sft import ModelSize
+
+    task, cfg = _fake_warm_up(tmp_path / "same", pc)
+    size = ModelSize(hidden_size=pc.model_hidden, num_layers=pc.model_layers, num_heads=pc.model_heads)
+    llm_pipeline.check_warm_up(tmp_path / "same", task, cfg, size)  # the same settings: reused
+    (tmp_path / "same" / "sft_config.json").unlink()  # a model placed by hand: its task is checked
+    llm_pipeline.check_warm_up(tmp_path / "same", task, cfg, size)
+    other = PipelineConfig().tasks[0]
+    from catsim.llm.tasks import make_task
+
+    with pytest.raises(CatsimError, match="task.config.height 3 there, 4 here"):
+        llm_pipeline.check_warm_up(tmp_path / "same", make_task(other.name, **other.options), cfg, size)
