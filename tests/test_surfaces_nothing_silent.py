@@ -69,3 +69,26 @@ def test_pipeline_warm_up_check_in_the_library(tmp_path):
 
     with pytest.raises(CatsimError, match="task.config.height 3 there, 4 here"):
         llm_pipeline.check_warm_up(tmp_path / "same", make_task(other.name, **other.options), cfg, size)
+
+
+# ------------------------------------------------------------------ llm sft: a finished run rerun
+def _strict_json(text: str):
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_sft_rerun_of_a_finished_run_reports_its_loss_not_nan(tmp_path, capsys):
+    """Before: the rerun ran no step and printed "final loss nan"; --format json printed a bare
+    NaN (not JSON)."""
+    args = ["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--steps", "2",
+            "--batch-size", "4", "--hidden", "16", "--layers", "1", "--heads", "2",
+            "--out", str(tmp_path / "sft"), "--eval-prompts", "0", "--no-progress"]
+    assert main([*args, "--format", "json"]) == 0
+    first = _strict_json(capsys.readouterr().out)
+    assert main([*args, "--format", "json"]) == 0
+    again = _strict_json(capsys.readouterr().out)
+    assert again["final_loss"] == first["final_loss"] and again["steps_done"] == 2
+    assert main(args) == 0
+    assert f"final loss {first['final_loss']:.4f}" in capsys.readouterr().out

@@ -92,13 +92,15 @@ def run(args: argparse.Namespace) -> int:
                      progress=not args.no_progress, dtype=args.dtype, log_to=args.log_to,
                      mesh=mesh_from_args(args))
     say = writer_print()
+    final_loss = _final_loss(result)
     summary = {"out": result.out_dir, "steps_done": result.steps_done, "finished": result.finished,
-               "final_loss": result.final_loss, "seconds": round(result.seconds, 1), "eval": result.eval}
+               "final_loss": final_loss, "seconds": round(result.seconds, 1), "eval": result.eval}
     if args.format == "json":
-        say(json.dumps(summary))
+        say(json.dumps(summary, allow_nan=False))
     else:
         state = "finished" if result.finished else f"stopped at step {result.steps_done} (rerun to resume)"
-        say(f"sft {state}: {result.steps_done} steps, final loss {result.final_loss:.4f}, "
+        loss = "no step logged" if final_loss is None else f"final loss {final_loss:.4f}"
+        say(f"sft {state}: {result.steps_done} steps, {loss}, "
             f"{result.seconds:.0f} s, output in {result.out_dir}")
         if result.eval:
             ev = result.eval
@@ -107,3 +109,21 @@ def run(args: argparse.Namespace) -> int:
                 line += f", sampled pass@1 {ev['sampled_pass_at_1']:.3f} (T=1, {ev['samples_per_prompt']}/prompt)"
             say(line)
     return 0
+
+
+def _final_loss(result) -> float | None:
+    """The loss of the run's last step: this call's, or, when the call ran none (a finished run
+    rerun), the last one in the step log; None when there is none. (Reported as NaN before: a
+    "final loss nan" and a JSON summary that was not JSON.)"""
+    import math
+    from pathlib import Path
+
+    from catsim.llm.sft import LOG_FILE
+    from catsim.llm.steplog import read_log
+
+    if math.isfinite(result.final_loss):
+        return result.final_loss
+    log = Path(result.out_dir) / LOG_FILE
+    records = read_log(log) if log.is_file() else []
+    losses = [r["loss"] for r in records if isinstance(r.get("loss"), (int, float))]
+    return float(losses[-1]) if losses and math.isfinite(losses[-1]) else None
