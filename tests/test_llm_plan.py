@@ -181,6 +181,7 @@ def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
     (["--mesh", "two"], "--mesh must be none or DATAxFSDP"),
     (["--mesh", "1x64"], "needs 64 devices"),
     (["--device-memory", "-1"], "--device-memory must be positive"),
+    (["--device-memory", "inf"], "--device-memory must be positive and finite"),  # was a traceback
     (["--rollout", "64"], "--rollout must be PROMPTSxSAMPLES"),
     (["--rollout", "4x8", "--prompt-len", "8"], "rollout lengths must be positive"),
 ])

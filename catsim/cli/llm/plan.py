@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise CatsimError(f"--seq must be at least 2 tokens, got {args.seq}")
     if args.micro_batch < 0 or (args.micro_batch and args.batch % args.micro_batch):
         raise CatsimError(f"--micro-batch ({args.micro_batch}) must divide --batch ({args.batch})")
-    if args.device_memory is not None and not args.device_memory > 0:
-        raise CatsimError(f"--device-memory must be positive (GiB), got {args.device_memory}")
+    if args.device_memory is not None and not 0 < args.device_memory < float("inf"):
+        raise CatsimError(f"--device-memory must be positive and finite (GiB), got {args.device_memory}")
 
     rollout = None
     if args.rollout is not None:
