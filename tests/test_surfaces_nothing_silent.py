@@ -92,3 +92,30 @@ def test_sft_rerun_of_a_finished_run_reports_its_loss_not_nan(tmp_path, capsys):
     assert again["final_loss"] == first["final_loss"] and again["steps_done"] == 2
     assert main(args) == 0
     assert f"final loss {first['final_loss']:.4f}" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ mass-step: a step that overflows
+def test_mass_step_large_eta_gives_the_exact_change_not_nan(capsys):
+    """Before: --eta 1e308 printed the exact changes as nan (exp overflowed), rc 0, with a
+    RuntimeWarning. A step that large sends all the mass to the correct action: Qpos 0.5 -> 1."""
+    group = ["mass-step", "--probs", "0.5,0.5", "--correct", "0", "--draws", "0,1"]
+    assert main([*group, "--eta", "1e308", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    out = _strict_json(captured.out)
+    assert out["dqpos_exact"] == pytest.approx(0.5) and out["dqupos_exact"] == 0.0
+    assert not captured.err
+    # a step whose logits overflow to inf has no exact change: one line, exit 2
+    assert main([*group, "--eta", "1e308", "--rule", "linear", "--advantage", "raw", "--rc", "100"]) == 2
+    _one_line(capsys, "overflows the logit step")
+
+
+def test_exact_change_is_the_shifted_softmax_where_exp_overflows():
+    import numpy as np
+
+    from catsim.theory.mass import exact_change
+
+    p, mask = np.array([0.2, 0.3, 0.5]), np.array([True, False, False])
+    small = np.array([0.3, -0.1, 0.05])
+    q = p * np.exp(small)
+    assert exact_change(p, small, mask) == pytest.approx(q[0] / q.sum() - 0.2, rel=1e-12)
+    assert exact_change(p, np.array([1000.0, 0.0, 0.0]), mask) == pytest.approx(0.8)

@@ -254,8 +254,10 @@ def logit_step(logits: Any, correct_mask: Any, draws: Any, config: MassStepConfi
         hyper = jnp.asarray([config.reward_correct, config.reward_wrong, config.gamma, config.eps])
         grad = _jitted_grad()(jnp.asarray(logits, dtype=jnp.float64), jnp.asarray(correct_mask),
                               jnp.asarray(draws), hyper, config.rule, config.resolved_advantage())
-        # η is applied outside the compiled function: Δz is linear in η.
-        return -config.eta * np.asarray(grad)
+        # η is applied outside the compiled function: Δz is linear in η (an overflow to inf is
+        # refused by `mass_step`, not warned about)
+        with np.errstate(over="ignore"):
+            return -config.eta * np.asarray(grad)
 
 
 @functools.cache
@@ -283,9 +285,17 @@ def first_order_change(probs: Any, dz: Any, subset_mask: Any) -> tuple[float, fl
 def exact_change(probs: Any, dz: Any, subset_mask: Any) -> float:
     """Σ_S softmax(z + Δz) - Q_S for p = softmax(z), evaluated without cancellation."""
     p, dz, s = np.asarray(probs, float), np.asarray(dz, float), np.asarray(subset_mask, bool)
-    grow = np.expm1(dz)
-    total = float(np.sum(p * grow))
-    return (float(np.sum(p[s] * grow[s])) - float(p[s].sum()) * total) / (1.0 + total)
+    with np.errstate(over="ignore", invalid="ignore"):
+        grow = np.expm1(dz)
+        total = float(np.sum(p * grow))
+        change = (float(np.sum(p[s] * grow[s])) - float(p[s].sum()) * total) / (1.0 + total)
+    if math.isfinite(change):
+        return change
+    # a step so large that exp(Δz) overflows (it was printed as nan): the shifted softmax, where
+    # cancellation no longer matters
+    logits = np.log(p) + dz
+    q = np.exp(logits - logits.max())
+    return float(q[s].sum() / q.sum()) - float(p[s].sum())
 
 
 @dataclass(frozen=True)
@@ -316,6 +326,8 @@ def mass_step(probs: Any, correct: Any, draws: Any, config: MassStepConfig) -> M
     p, mask, draws = validate_group(probs, correct, draws)
     stats = group_stats(p, mask, draws)
     dz = logit_step(np.log(p), mask, draws, config)
+    if not np.all(np.isfinite(dz)):
+        raise CatsimError(f"eta = {config.eta:g} overflows the logit step (not finite); take a smaller eta")
     sampled = np.zeros(p.size, bool)
     sampled[draws] = True
     u_pos = mask & ~sampled
