@@ -119,3 +119,17 @@ def test_exact_change_is_the_shifted_softmax_where_exp_overflows():
     q = p * np.exp(small)
     assert exact_change(p, small, mask) == pytest.approx(q[0] / q.sum() - 0.2, rel=1e-12)
     assert exact_change(p, np.array([1000.0, 0.0, 0.0]), mask) == pytest.approx(0.8)
+
+
+# ------------------------------------------------------------------ lemma --peaks: ignored options
+@pytest.mark.parametrize("flags, needle", [
+    (["--n", "5"], "--n does not apply"),
+    (["--tau", "0.1", "--rho", "0.5"], "give --tau or --rho, not both"),
+])
+def test_lemma_peaks_refuses_options_it_would_ignore(flags, needle, capsys):
+    """Before: `lemma --peaks --n 5` and `--peaks --tau 0.1 --rho 0.5` printed the table as if the
+    ignored option had not been given (without --peaks, --tau with --rho is refused)."""
+    assert main(["lemma", "--peaks", "--mu-pos", "0.5", *flags]) == 2
+    _one_line(capsys, needle)
+    assert main(["lemma", "--peaks", "--mu-pos", "0.5", "--tau", "0.1", "--format", "json"]) == 0
+    assert [row["tau"] for row in json.loads(capsys.readouterr().out)] == [0.1]

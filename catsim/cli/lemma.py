@@ -90,6 +90,10 @@ def _readable(value) -> str:
 
 def run(args: argparse.Namespace) -> int:
     if args.peaks:
+        if args.n is not None:  # it was ignored: the table holds each curve's peak over every N
+            raise CatsimError("--peaks: the peak table spans every N; --n does not apply")
+        if args.tau is not None and args.rho is not None:  # --rho was ignored
+            raise CatsimError("give --tau or --rho, not both")
         taus = parse_float_list(args.tau, "--tau") if args.tau is not None else None
         mus = parse_float_list(args.mu_pos, "--mu-pos") if args.mu_pos is not None else list(DEFAULT_PEAK_MU)
         if args.rho is not None and taus is None:
