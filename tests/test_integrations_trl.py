@@ -195,3 +195,34 @@ def test_an_unscorable_completion_zeroes_its_group_at_gamma_zero(tmp_path):
         np.testing.assert_array_equal(a_GxN[0], 0.0)
         for r_N, a_N in zip(r_GxN[1:], a_GxN[1:]):
             np.testing.assert_allclose(a_N, np.asarray(rule.advantages(jnp.asarray(r_N), options)), rtol=1e-6)
+
+
+# --- a catsim field the chosen rule never reads is refused, not silently ignored ---------------
+
+@pytest.mark.parametrize("options, ignored", [
+    ({"advantage_ddof": 0}, "advantage_ddof = 0"),  # read by no rule here: "grpo" is TRL's own
+    ({"advantage_eps": 0.1}, "advantage_eps = 0.1"),  # TRL's own GRPO has its own ε
+    ({"advantage_rule": "maxrl", "passk_k": 2}, "passk_k = 2"),
+    ({"advantage_rule": "pkpo", "w_reinforce_lambda": 0.5}, "w_reinforce_lambda = 0.5"),
+])
+def test_a_field_the_rule_never_reads_is_refused(tmp_path, options, ignored):
+    """Before: FGRPOConfig(advantage_ddof=0) was accepted and trained with TRL's sample std."""
+    with pytest.raises(CatsimError, match="does not read " + ignored) as e:
+        ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=G, **options)
+    assert "\n" not in str(e.value)
+    ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=G, advantage_rule="maxrl",
+                     advantage_eps=0.1)  # read: accepted
+
+
+def test_read_fields_match_what_each_rule_reads():
+    """Each rule's advantages change with an option exactly when `read_fields` names it."""
+    groups = [jnp.asarray([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]), jnp.asarray([1.0] + [0.0] * 7)]
+    changed = {"advantage_eps": {"eps": 0.5}, "passk_k": {"k": 2}, "w_reinforce_lambda": {"w_reinforce_lambda": 0.7}}
+    for name in registry.NAMES:
+        if name == ctrl.TRL_OWN:
+            continue
+        rule = registry.get(name)
+        for field, option in changed.items():
+            moved = any(not np.allclose(np.asarray(rule.advantages(r, registry.Options())),
+                                        np.asarray(rule.advantages(r, registry.Options(**option)))) for r in groups)
+            assert moved == (field in ctrl.read_fields(name)), (name, field)

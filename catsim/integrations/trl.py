@@ -68,6 +68,10 @@ class FGRPOConfig(GRPOConfig):
     def __post_init__(self):
         super().__post_init__()
         est = estimator_of(self)  # every catsim field, checked here, before any model is loaded
+        ignored = ignored_fields(self)
+        if ignored:
+            raise CatsimError(f"advantage_rule={est.rule!r} does not read {', '.join(ignored)}: it would "
+                              "have no effect (leave it at its default, or choose a rule that reads it)")
         for field in ("num_generations", "num_generations_eval"):
             n = getattr(self, field, None)
             if n is None:
@@ -98,6 +102,29 @@ def estimator_of(args) -> host.Estimator:
                                        labels={option: field for field, option in _OPTION_OF.items()},
                                        where="FGRPOConfig")
     return host.Estimator(get("advantage_rule"), gamma, options)
+
+
+def read_fields(rule: str) -> set[str]:
+    """The FGRPOConfig fields `rule` reads. Every rule reads γ and the reward levels (μ̂ of the
+    focal weight); "grpo" keeps TRL's own advantages (its ε and std), so catsim's ε and ddof act
+    in no rule here."""
+    fields = {"advantage_rule", "focal_gamma", "reward_correct", "reward_wrong"}
+    if rule != TRL_OWN and registry.get(rule).needs_k:
+        fields.add("passk_k")
+    if rule in ("maxrl", "passk_best"):  # p̂ + ε, std + ε
+        fields.add("advantage_eps")
+    if rule == "w_reinforce":
+        fields.add("w_reinforce_lambda")
+    return fields
+
+
+def ignored_fields(args) -> list[str]:
+    """The catsim fields of `args` set away from their defaults that its rule never reads (they
+    were accepted and silently did nothing: `advantage_ddof=0` under every rule)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(FGRPOConfig) if f.name in _OWN_FIELDS}
+    reads = read_fields(_field(args, defaults, "advantage_rule"))
+    return [f"{name} = {_field(args, defaults, name)!r}" for name in _OWN_FIELDS
+            if name not in reads and _field(args, defaults, name) != defaults[name]]
 
 
 def _field(args, defaults, name):
