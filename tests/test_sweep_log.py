@@ -35,8 +35,10 @@ def test_sweep_log_has_one_record_per_cell_and_mirrors_to_tensorboard(tmp_path, 
     assert [e.step for e in events] == [1, 2]
     assert float(tensor_util.make_ndarray(events[1].tensor_proto)) == pytest.approx(
         records[1]["mret/gamma=1"], rel=1e-6)
-    # a resumed sweep reuses the cells and logs them again (no run time)
+    # a resumed sweep reuses the cells and logs them again (no run time), after the first call's
+    # records: the log is appended, not replaced (before, the second call's records replaced them)
     assert main(args) == 0
     again = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()]
-    assert [r["seconds"] for r in again] == [None, None]
-    assert again[0]["mret/gamma=0"] == records[0]["mret/gamma=0"]
+    assert again[:2] == records
+    assert [r["step"] for r in again] == [1, 2, 3, 4] and [r["seconds"] for r in again[2:]] == [None, None]
+    assert again[2]["mret/gamma=0"] == records[0]["mret/gamma=0"]

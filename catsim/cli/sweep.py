@@ -30,8 +30,8 @@ def register(subparsers) -> None:
         "sweep", help="run the Fig. 2 grid (N = 2…131072, γ ∈ {0, 1}, 4 seeds) and plot it",
         description="Run a scenario over a grid of group sizes, γ values, App. N control values\n"
                     "and seeds. Each (method, N) is a cell saved under OUT/cells; an interrupted\n"
-                    "sweep resumes. Writes OUT/results.npz (+ results.nc), one Fig. 2 per method\n"
-                    "and the final-state table (OUT/table.txt).",
+                    "sweep resumes. Writes OUT/results.npz (+ results.nc) and the final-state table\n"
+                    "(OUT/table.txt) of every cell in OUT (earlier calls' too), and one Fig. 2 per method.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--study", choices=("fig2", "horizons", "methods"), default="fig2",
                         help="fig2: the grid at the scenario's horizon; horizons: Mret(N, t) up to "

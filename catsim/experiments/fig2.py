@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from catsim.files import write_text
 from catsim.plots.fig2 import plot_fig2
 from catsim.sim.analysis import format_table
@@ -34,10 +36,10 @@ QUICK_GROUP_SIZES = (2, 8, 32, 256, 2048, 8192, 131072)
 class SweepOutput:
     """What `run_sweep` wrote: the results, one figure and one table per method."""
 
-    results: SimResults  # the combined results of every method (also at `results_path`)
+    results: SimResults  # every finished cell in the folder, all methods (also at `results_path`)
     results_path: Path | None  # <out>/results.npz (None: a part's share, nothing assembled)
-    figures: tuple[Path, ...]  # one Fig. 2 per method
-    table: str  # the final-state tables of every method (also at <out>/table.txt)
+    figures: tuple[Path, ...]  # one Fig. 2 per method of this call
+    table: str  # the final-state tables of every method in the folder (also at <out>/table.txt)
     seconds: float  # wall time of the sweep itself
     notes: tuple[str, ...] = ()  # one-line remarks (e.g. netCDF not written)
 
@@ -64,6 +66,11 @@ def run_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int], gammas:
     figures_dir None: figures/ for a full scenario sweep (`is_full_sweep`), else `out_dir`, so a
     reduced run never replaces a published figure.
 
+    results.npz/.nc and the table hold every finished cell in `out_dir` (every method and N swept
+    into it, `sweep`), so a second sweep into one folder adds to its summary instead of replacing
+    it; each method's table and figure show the N it has. Figures are drawn for this call's
+    methods (another method's figure was drawn by its own call and is left as it is).
+
     `part=(I, P)`: compute part I's share of the cells only (`sweep(part=...)`); no results
     file, figure or table (results: the share, or None when it has no cell)."""
     out = Path(out_dir)
@@ -76,20 +83,31 @@ def run_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int], gammas:
     seconds = time.perf_counter() - t0
     if part is not None:
         return SweepOutput(results, None, (), "", seconds)
+    asked, results = results.methods, SimResults.load(out / "results.npz")
     notes = []
     try:
         results.save_netcdf(out / "results.nc")
     except Exception as err:  # noqa: BLE001 - the .npz is the file of record; netCDF is a bonus
         notes.append(f"note: results.nc not written ({err})")
     figures = []
-    for method in results.methods:
+    for method in asked:
         name = f"fig2_{method}.png"
         if figure_name:
-            name = figure_name if len(results.methods) == 1 else f"{Path(figure_name).stem}_{method}.png"
-        figures.append(plot_fig2(results, Path(figures_dir) / name, method=method))
-    table = "\n\n".join(format_table(results, method) for method in results.methods)
+            name = figure_name if len(asked) == 1 else f"{Path(figure_name).stem}_{method}.png"
+        figures.append(plot_fig2(method_results(results, method), Path(figures_dir) / name, method=method))
+    table = "\n\n".join(format_table(method_results(results, method), method) for method in results.methods)
     write_text(out / "table.txt", table + "\n")
     return SweepOutput(results, out / "results.npz", tuple(figures), table, seconds, tuple(notes))
+
+
+def method_results(results: SimResults, method: str) -> SimResults:
+    """The cells of one method: its N only (a folder's results are NaN at a (method, N) never
+    swept, which would otherwise be a row of NaN in its table and figure)."""
+    i = results.methods.index(method)
+    have = [j for j in range(len(results.group_sizes)) if not np.isnan(results.data["qpos"][i, :, j]).all()]
+    data = {name: array[i:i + 1][:, :, have] for name, array in results.data.items()}
+    return SimResults((method,), results.gammas, tuple(results.group_sizes[j] for j in have), results.seeds,
+                      results.steps, data, {k: v for k, v in results.attrs.items() if k == method})
 
 
 def reproduce(out_dir, quick: bool = True, *, progress: bool = True, log=print) -> dict:

@@ -235,10 +235,22 @@ def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROU
     cell's file) is recomputed, with one line to `log`. A finished cell computed with other settings
     (the same method label and N; other steps, policy, γ values, seeds, ...) is not overwritten: the
     call is refused with a CatsimError naming them, before any work (`resume=False` recomputes it).
-    Returns the combined SimResults (also
-    saved). `log(msg)` receives one-line status messages. Every cell (cached or run) is one record
-    of `<out_dir>/sweep_log.jsonl` (seed-mean final Mret and Qpos per γ, seconds), mirrored to the
-    `log_to` sinks ("tensorboard", "wandb"), step = the cell's index in the grid.
+    Returns the combined SimResults of this call's grid. `log(msg)` receives one-line status
+    messages.
+
+    `<out_dir>/results.npz` and `timings.json` summarise every finished cell in `<out_dir>/cells/`,
+    not only this call's: a researcher who sweeps two rules (or two sets of N) into one folder
+    expects its results to hold both, and a call that reads everything back must not drop the
+    cells it was not asked about (`sweep_parts.other_cells`). Cells that one array cannot hold
+    together (other γ values, seeds or recorded steps), or a cell of one of this call's method
+    labels computed with other settings, are refused before any work (CatsimError: another --out);
+    a (method, N) never swept is NaN in the arrays (`combine`). This call's methods come first,
+    then the others by file name; the seconds each cell took are kept in its file.
+
+    Every cell of the call (cached or run) is one record appended to `<out_dir>/sweep_log.jsonl`
+    (seed-mean final Mret and Qpos per γ, seconds computing it in this call or None), mirrored to
+    the `log_to` sinks ("tensorboard", "wandb"); step = the record's number in the log, rising over
+    calls (a log of every call, not a summary).
 
     `part=(I, P)`: compute only part I's share of the cells (`sweep_parts.cell_owners`, fixed by
     the grid) and return the results of that share (None when it has no cell); results.npz is
@@ -264,8 +276,8 @@ class SweepPlan:
     configs: list  # every cell of the grid, in grid order (one SimConfig per (variant, N))
     mine: list  # the cells of this call's part (all of them without a part)
     done: dict  # {cell key: SimResults} read back from finished cell files
+    others: dict  # {cell file: SimResults}: the finished cells on disk outside the grid
     todo: dict  # {cell key: (cell file, configuration signature)} to compute
-    single_variant: bool  # one method (timings keyed by N) or several App. N controls (by file stem)
     part: tuple[int, int] | None
 
 
@@ -319,13 +331,16 @@ def plan_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER
             if log:
                 log(f"cell {path.name} cannot be used ({problem}): recomputing it")
         todo[_cell_key(cfg)] = (path, sig)
+    own = {cells_dir / f"{cfg.method_label}_n{cfg.group_size}.npz" for cfg in configs}
+    others = sweep_parts.other_cells(cells_dir, own, descriptions={v.method_label: _describe(v) for v in variants},
+                                     gammas=gs, seeds=seed_list, steps=steps, log=log)
     if log and part is not None:
         log(f"part {part[0]}/{part[1]}: {len(mine)} of {len(configs)} cells are this part's, "
             f"{len(todo)} to compute")
     if log and done:
         log(f"resuming: {len(done)} of {len(mine)} cells already done in {cells_dir}")
-    return SweepPlan(config, out, tuple(int(n) for n in group_sizes), gs, seed_list, configs, mine, done, todo,
-                     len(variants) == 1, part)
+    return SweepPlan(config, out, tuple(int(n) for n in group_sizes), gs, seed_list, configs, mine, done, others,
+                     todo, part)
 
 
 def _run_plan(plan: SweepPlan, *, progress: bool, shard: bool, log_to=()) -> SimResults | None:
@@ -333,14 +348,15 @@ def _run_plan(plan: SweepPlan, *, progress: bool, shard: bool, log_to=()) -> Sim
     config, out, gs, seed_list, part = plan.config, plan.out, plan.gammas, plan.seeds, plan.part
     parts = dict(plan.done)
     bar = _progress_bar(len(plan.todo) * len(gs) * len(seed_list) * config.steps, progress)
-    timings = {}
     # the whole grid's N: a cell runs on the same program in every part and on every resume
     share_with = [c.group_size for c in plan.configs]
     suffix = f".part{part[0]}of{part[1]}" if part is not None else ""
-    from catsim.tracking import MetricsWriter
+    from catsim.tracking import MetricsWriter, read_records
 
-    writer = MetricsWriter(out, SWEEP_LOG.replace(".jsonl", f"{suffix}.jsonl"), log_to=log_to,
-                           resume_step=None, run_name=out.name + suffix,
+    log_name = SWEEP_LOG.replace(".jsonl", f"{suffix}.jsonl")
+    logged = [r["step"] for r in read_records(out / log_name)]
+    offset = max(logged, default=0)  # appended: the records of earlier calls are kept
+    writer = MetricsWriter(out, log_name, log_to=log_to, resume_step=offset or None, run_name=out.name + suffix,
                            config={"method": config.method_label, "group_sizes": list(plan.group_sizes),
                                    "gammas": list(gs), "seeds": list(seed_list), "steps": config.steps})
     try:
@@ -354,27 +370,40 @@ def _run_plan(plan: SweepPlan, *, progress: bool, shard: bool, log_to=()) -> Sim
                     t0 = time.perf_counter()
                     cell = run_cell(cfg, gs, seed_list, progress=bar, shard=shard, share_with=share_with)
                     seconds = time.perf_counter() - t0
-                    timings[cfg.group_size if plan.single_variant else path.stem] = seconds
                     res = _cell_results(cfg, gs, seed_list, cell)
-                    res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig})
+                    res = dataclasses.replace(res, attrs=res.attrs | {"signature": sig, "seconds": seconds})
                     res.save(path)
                     parts[_cell_key(cfg)] = res
-                writer.write(_cell_record(index + 1, cfg, parts[_cell_key(cfg)], seconds))
+                writer.write(_cell_record(offset + index + 1, cfg, parts[_cell_key(cfg)], seconds))
     finally:
         if bar is not None:
             bar.close()
     if not plan.mine:
         return None  # a part with no cell (more parts than cells)
-    results = combine([parts[_cell_key(c)] for c in plan.mine])
-    results = dataclasses.replace(
-        results, attrs={k: v for k, v in results.attrs.items() if k != "signature"})
+    cells = [parts[_cell_key(c)] for c in plan.mine]
+    every = cells if part is not None else cells + list(plan.others.values())
     if part is None:
-        results.save(out / "results.npz")
+        _without_cell_attrs(combine(every)).save(out / "results.npz")
+    timings = _timings(every)
     if timings:
         write_text(out / f"timings{suffix}.json", json.dumps(
-            {"seconds_per_cell": {str(k): v for k, v in timings.items()},
-             "total_seconds": sum(timings.values())}, indent=1))
-    return results
+            {"seconds_per_cell": timings, "total_seconds": sum(timings.values())}, indent=1))
+    return _without_cell_attrs(combine(cells))
+
+
+def _without_cell_attrs(results: SimResults) -> SimResults:
+    """`results` less the attributes of one cell's file (its signature and seconds)."""
+    return dataclasses.replace(
+        results, attrs={k: v for k, v in results.attrs.items() if k not in ("signature", "seconds")})
+
+
+def _timings(cells: Sequence[SimResults]) -> dict[str, float]:
+    """Seconds per cell of the cells that recorded them: keyed by N when they share one method
+    label, else by cell file stem (`<method>_n<N>`)."""
+    timed = [c for c in cells if isinstance(c.attrs.get("seconds"), (int, float))]
+    by_n = len({c.methods[0] for c in timed}) == 1
+    return {str(c.group_sizes[0]) if by_n else f"{c.methods[0]}_n{c.group_sizes[0]}": float(c.attrs["seconds"])
+            for c in timed}
 
 
 def _cell_record(step: int, cfg: SimConfig, res: SimResults, seconds: float | None) -> dict:

@@ -11,6 +11,8 @@ cached cells, for `catsim.sim.sweep.sweep`.
 * `cell_problem(results, ...)`: why a cached cell cannot be used (None: it can);
   `other_settings(results, ...)`: the settings a cached cell of this cell was computed with instead
   (a sweep refuses to overwrite it).
+* `other_cells(cells_dir, ...)`: the finished cells on disk besides a sweep's own grid (its results
+  and table hold them too), refusing one that one results array cannot hold with the sweep's cells.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from catsim.errors import CatsimError
 from catsim.sim import engine
 from catsim.sim.config import SimConfig
 from catsim.sim.metrics import ALL_METRICS
+from catsim.sim.results import SimResults
 
 MANIFEST = "sweep.json"
 
@@ -182,3 +185,67 @@ def cell_problem(cached, *, label: str, group_size: int, gammas, seeds, steps, s
     if missing:
         return f"metric {missing[0]} missing"
     return None
+
+
+def cell_files(cells_dir) -> list[Path]:
+    """The cell files in `cells_dir` by name (not the temporary file of a write in progress)."""
+    folder = Path(cells_dir)
+    return sorted(p for p in folder.glob("*.npz") if not p.name.startswith(".")) if folder.is_dir() else []
+
+
+def _steps_text(steps) -> str:
+    steps = np.asarray(steps)
+    every = int(steps[1] - steps[0]) if len(steps) > 1 else 0
+    return f"{int(steps[-1])} steps recorded every {every}" if every else f"{len(steps)} record(s)"
+
+
+def _grid_difference(cached, gammas, seeds, steps) -> str | None:
+    """How the γ values, seeds or recorded steps of a cached cell differ from a sweep's (None: they
+    agree up to order), as "name = ours here, theirs there"."""
+    parts = []
+    if sorted(cached.gammas) != sorted(float(g) for g in gammas):
+        parts.append(f"gammas = {sorted(float(g) for g in gammas)} here, {sorted(cached.gammas)} there")
+    if sorted(cached.seeds) != sorted(int(s) for s in seeds):
+        parts.append(f"seeds = {sorted(int(s) for s in seeds)} here, {sorted(cached.seeds)} there")
+    if not np.array_equal(cached.steps, steps):
+        parts.append(f"{_steps_text(steps)} here, {_steps_text(cached.steps)} there")
+    return "; ".join(parts) or None
+
+
+def other_cells(cells_dir, skip, *, descriptions: dict, gammas, seeds, steps, log=None) -> dict:
+    """{path: SimResults} of every finished cell in `cells_dir` but the files in `skip` (the sweep's
+    own grid), for the sweep's results and table, which summarise every cell on disk.
+
+    One results array holds every cell only on one grid of γ values, seeds and recorded steps, and
+    one method label names one set of settings (`descriptions`: the sweep's labels -> their
+    `dataclasses.asdict` less group_size): a cell on another grid, or of one of the sweep's labels
+    computed with other settings, is refused (CatsimError naming the file and what differs) before
+    any work. A file that cannot be read or holds no single cell is left out, with one line to `log`
+    (nothing is deleted)."""
+    out = {}
+    for path in cell_files(cells_dir):
+        if path in skip:
+            continue
+        try:
+            cached = SimResults.load(path)
+        except CatsimError as err:
+            if log:
+                log(f"cell {path.name} cannot be read ({str(err).removeprefix(f'cannot read simulator results from {path}: ')}): "
+                    f"left out of the results and table")
+            continue
+        missing = [m for m in ALL_METRICS if m not in cached.data]
+        if len(cached.methods) != 1 or len(cached.group_sizes) != 1 or missing:
+            if log:
+                log(f"cell {path.name} does not hold one finished cell: left out of the results and table")
+            continue
+        grid = _grid_difference(cached, gammas, seeds, steps)
+        label = cached.methods[0]
+        differ = label in descriptions and other_settings(
+            cached, label=label, group_size=cached.group_sizes[0], description=descriptions[label],
+            gammas=gammas, seeds=seeds)
+        if grid or differ:
+            what = "was computed on another grid" if grid else f"holds method {label} computed with other settings"
+            raise CatsimError(f"{path} {what} ({grid or differ}): one results table cannot hold it and this "
+                              f"sweep's cells; use another --out")
+        out[path] = cached
+    return out
