@@ -133,3 +133,25 @@ def test_lemma_peaks_refuses_options_it_would_ignore(flags, needle, capsys):
     _one_line(capsys, needle)
     assert main(["lemma", "--peaks", "--mu-pos", "0.5", "--tau", "0.1", "--format", "json"]) == 0
     assert [row["tau"] for row in json.loads(capsys.readouterr().out)] == [0.1]
+
+
+def test_advise_study_refuses_a_quick_warm_up_for_the_full_study(tmp_path, capsys):
+    """Before: `llm advise-study --out X` after `--quick` in X reused the 20-step, 3x3 warm-up as
+    the full study's (300 steps, 4x4 paths) and reported it under the full config."""
+    from catsim.experiments.advise_study import StudyConfig
+    from catsim.llm.rundir import task_spec
+    from catsim.llm.sft import ModelSize, SFTConfig
+    from catsim.llm.tasks import make_task
+
+    quick, base = StudyConfig.quick(), tmp_path / "study" / "base"
+    base.mkdir(parents=True)
+    (base / "config.json").write_text("{}")
+    task = make_task("paths", **quick.task_options)
+    (base / "catsim_task.json").write_text(json.dumps(task_spec(task, quick.data_seed)))
+    cfg = SFTConfig(steps=quick.sft_steps, batch_size=quick.sft_batch, learning_rate=quick.sft_lr,
+                    warmup_steps=min(20, quick.sft_steps // 10), data_seed=quick.data_seed)
+    size = ModelSize(hidden_size=quick.model_hidden, num_layers=quick.model_layers, num_heads=quick.model_heads)
+    (base / "sft_config.json").write_text(json.dumps(
+        {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size)}))
+    assert main(["llm", "advise-study", "--out", str(tmp_path / "study"), "--quiet"]) == 2
+    _one_line(capsys, "holds a warm-up with other settings", "model_size.hidden_size 32 there, 64 here")

@@ -69,10 +69,14 @@ class StudyConfig:
 def _warm_up(task, sc: StudyConfig, out: Path, progress: bool) -> Path:
     from catsim.llm.sft import ModelSize, SFTConfig, run_sft
 
-    if not ((out / "config.json").is_file() and (out / "catsim_task.json").is_file()):
-        cfg = SFTConfig(steps=sc.sft_steps, batch_size=sc.sft_batch, learning_rate=sc.sft_lr,
-                        warmup_steps=min(20, sc.sft_steps // 10), data_seed=sc.data_seed)
-        size = ModelSize(hidden_size=sc.model_hidden, num_layers=sc.model_layers, num_heads=sc.model_heads)
+    from catsim.experiments.llm_pipeline import check_warm_up
+
+    cfg = SFTConfig(steps=sc.sft_steps, batch_size=sc.sft_batch, learning_rate=sc.sft_lr,
+                    warmup_steps=min(20, sc.sft_steps // 10), data_seed=sc.data_seed)
+    size = ModelSize(hidden_size=sc.model_hidden, num_layers=sc.model_layers, num_heads=sc.model_heads)
+    if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
+        check_warm_up(out, task, cfg, size)  # a --quick warm-up is not the full study's
+    else:
         run_sft(task, cfg, size, out, eval_prompts=0, progress=progress)
     return out
 
