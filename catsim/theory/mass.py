@@ -254,8 +254,7 @@ def logit_step(logits: Any, correct_mask: Any, draws: Any, config: MassStepConfi
         hyper = jnp.asarray([config.reward_correct, config.reward_wrong, config.gamma, config.eps])
         grad = _jitted_grad()(jnp.asarray(logits, dtype=jnp.float64), jnp.asarray(correct_mask),
                               jnp.asarray(draws), hyper, config.rule, config.resolved_advantage())
-        # η is applied outside the compiled function: Δz is linear in η (an overflow to inf is
-        # refused by `mass_step`, not warned about)
+        # η is applied outside the compiled function: Δz is linear in η (inf: refused by mass_step)
         with np.errstate(over="ignore"):
             return -config.eta * np.asarray(grad)
 
@@ -291,9 +290,7 @@ def exact_change(probs: Any, dz: Any, subset_mask: Any) -> float:
         change = (float(np.sum(p[s] * grow[s])) - float(p[s].sum()) * total) / (1.0 + total)
     if math.isfinite(change):
         return change
-    # a step so large that exp(Δz) overflows (it was printed as nan): the shifted softmax, where
-    # cancellation no longer matters
-    logits = np.log(p) + dz
+    logits = np.log(p) + dz  # exp(Δz) overflowed (was printed as nan): the shifted softmax
     q = np.exp(logits - logits.max())
     return float(q[s].sum() / q.sum()) - float(p[s].sum())
 
