@@ -67,9 +67,8 @@ class StudyConfig:
 
 
 def _warm_up(task, sc: StudyConfig, out: Path, progress: bool) -> Path:
-    from catsim.llm.sft import ModelSize, SFTConfig, run_sft
-
     from catsim.experiments.llm_pipeline import check_warm_up
+    from catsim.llm.sft import ModelSize, SFTConfig, run_sft
 
     cfg = SFTConfig(steps=sc.sft_steps, batch_size=sc.sft_batch, learning_rate=sc.sft_lr,
                     warmup_steps=min(20, sc.sft_steps // 10), data_seed=sc.data_seed)
