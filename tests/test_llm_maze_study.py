@@ -199,3 +199,16 @@ def test_log_to_is_refused_where_nothing_would_log_to_it(tmp_path, capsys):
                  "--log-to", "tensorboard"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--log-to goes with catsim's RL runs" in err and "\n" not in err and not out.exists()
+
+
+def test_max_runs_stops_before_the_next_seeds_warm_up(doubled, tmp_path):
+    """`--max-runs R` stops after R RL runs and computes nothing more: the next seed's warm-up is
+    trained with its first run, not before stopping (before: `--seeds 2 --max-runs 1` trained and
+    evaluated seed 1's warm-up, then stopped)."""
+    src, out = doubled[1] / "s0", tmp_path / "study" / "s0"
+    shutil.copytree(src / "base", out / "base")
+    shutil.copy(src / "base_eval.json", out / "base_eval.json")
+    shutil.copytree(src / "grpo-N2", out / "grpo-N2")  # s0's GRPO run finished, its F-GRPO run not
+    assert main(["llm", "maze-study", "--out", str(out.parent), "--preset", "tiny", "--seeds", "2", "--max-runs", "1",
+                 "--quiet"]) == 0
+    assert (out / "f-grpo-N2-g0.5" / "eval.json").is_file() and not (out.parent / "s1").exists()

@@ -260,13 +260,14 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, lo
     done_now = 0
     for i, (method, n, gamma, seed) in enumerate(runs):
         sdir = out / f"s{seed}"
-        ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
         label = run_label(method, n, gamma)
-        if _read_run(sp, sdir, method, n, gamma, seed, say) is not None:
-            continue
-        if max_runs is not None and done_now >= max_runs:
+        finished = _read_run(sp, sdir, method, n, gamma, seed, say) is not None
+        if not finished and max_runs is not None and done_now >= max_runs:  # before the next seed's warm-up
             say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
             return None
+        ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
+        if finished:
+            continue
         cfg = rl_config(sp, method, n, gamma, seed, task.max_answer_chars + 1)
         ev = train_and_evaluate(sp, task, sdir, label, cfg, {"method": method, "group_size": n, "gamma": gamma,
                                                             "seed": seed}, base_ids, progress=progress, log_to=log_to,
