@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.experiments.maze_provenance import set_up_lines
 from catsim.experiments.maze_presets import paper
 from catsim.experiments.maze_study import p_text, solution_prob_change
 from catsim.files import write_text
@@ -328,6 +329,7 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
             f"catsim llm maze-study --out {study} --report {out_dir}", "```", "",
             (f"RL wall time per step, mean over runs: {np.mean(rl):.3f} s (range {min(rl):.3f}–{max(rl):.3f} s)."
              if rl else ""),
-            f"Provenance: commit {prov.get('git_commit', '?')}, {prov.get('cpu_model', '?')}, "
+            "", "## Where the runs were computed", "", *set_up_lines(results, arms, trl), "",
+            f"results.json written at commit {prov.get('git_commit', '?')} on {prov.get('cpu_model', '?')}, "
             f"{prov.get('cpu_count', '?')} CPUs, jax {prov.get('jax_version', '?')}."]
     write_text(stage / "report.md", "\n".join(text) + "\n")
