@@ -24,7 +24,12 @@ from catsim.objectives import registry
 NAMES = registry.NAMES
 FOCAL = tuple(host.FOCAL_PREFIX + name for name in NAMES)
 K = 2  # k of the pass@k rules: below every group size used here (N = 4 and 8)
-SIM = ["--num-actions", "64", "--num-correct", "8", "--steps", "2", "--passk-k", str(K)]
+SIM = ["--num-actions", "64", "--num-correct", "8", "--steps", "2"]
+
+
+def _k(name: str) -> list[str]:
+    """--passk-k for the rules that read k (the others refuse it: it would never act)."""
+    return ["--passk-k", str(K)] if registry.get(name.removeprefix(host.FOCAL_PREFIX)).needs_k else []
 
 
 def _finite_rows(lines):
@@ -36,7 +41,8 @@ def _finite_rows(lines):
 @pytest.mark.parametrize("name", NAMES)
 def test_simulate_runs_the_rule_and_its_focal_form(name, capsys):
     """γ = 0 is the rule as published, γ = 0.5 its focal form (F-<rule>), in one command."""
-    assert main(["simulate", *SIM, "--n", "8", "--gamma", "0,0.5", "--advantage", name, "--format", "json"]) == 0
+    assert main(["simulate", *SIM, *_k(name), "--n", "8", "--gamma", "0,0.5", "--advantage", name,
+                 "--format", "json"]) == 0
     rows = _finite_rows(capsys.readouterr().out.splitlines())
     assert sorted(r["gamma"] for r in rows) == [0.0, 0.5]
 
@@ -44,7 +50,7 @@ def test_simulate_runs_the_rule_and_its_focal_form(name, capsys):
 @pytest.mark.parametrize("name", NAMES)
 def test_sweep_runs_the_rule_and_its_focal_form(name, tmp_path, capsys):
     out = tmp_path / "sweep"
-    assert main(["sweep", *SIM, "--n", "4,8", "--gamma", "0,0.5", "--seeds", "1", "--log-every", "1",
+    assert main(["sweep", *SIM, *_k(name), "--n", "4,8", "--gamma", "0,0.5", "--seeds", "1", "--log-every", "1",
                  "--advantage", name, "--out", str(out), "--figures-dir", str(out), "--no-progress"]) == 0
     assert (out / "results.npz").is_file()
     table = (out / "table.txt").read_text()
@@ -82,7 +88,7 @@ def test_llm_rl_trains_two_steps(name, tiny_base, tmp_path, capsys):
     out = tmp_path / "rl"
     assert main(["llm", "rl", "--base", str(tiny_base), "--out", str(out), "--group-size", "4",
                  "--prompts-per-step", "2", "--max-new-tokens", "8", "--steps", "2", "--advantage", rule,
-                 "--passk-k", str(K), "--gamma", gamma, "--quiet"]) == 0
+                 *_k(rule), "--gamma", gamma, "--quiet"]) == 0
     assert "warning" not in capsys.readouterr().err
     records = [json.loads(line) for line in (out / "rl_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]

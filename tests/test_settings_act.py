@@ -115,7 +115,7 @@ def test_simulator_option_the_run_never_reads_is_refused(flags, named, capsys):
     assert main(["simulate", *SIM, "--n", "8", *flags]) == 2
     _one_line(capsys, named)
     ok = {"--target-qpos": ["--init", "target_qpos"], "--weight-decay": ["--optimizer", "adamw"],
-          "--clip-high": ["--objective", "grpo"], "--w-reinforce-lambda": ["--advantage", "w_reinforce"],
+          "--clip-high": ["--objective", "grpo", "--ppo-epochs", "2"], "--w-reinforce-lambda": ["--advantage", "w_reinforce"],
           "--adv-eps": ["--advantage", "grpo"], "--negative-reading": ["--asym-channels"],
           "--kl-direction": ["--asym-confidence"]}
     from catsim.cli._simargs import config_from_args

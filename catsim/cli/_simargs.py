@@ -206,6 +206,8 @@ def _check_read(args, cfg: C.SimConfig) -> None:
          "is read by the grpo, dapo and cispo objectives only"),
         ("--w-reinforce-lambda", args.w_reinforce_lambda is not None and u.advantage != "w_reinforce",
          "is read by --advantage w_reinforce only"),
+        ("--passk-k", args.passk_k is not None and not registry.get(u.advantage).needs_k,
+         f"is read by --advantage {', '.join(n for n in registry.NAMES if registry.get(n).needs_k)} only"),
         ("--adv-eps", args.adv_eps is not None and u.advantage not in C.EPS_RULES,
          f"is read by --advantage {', '.join(C.EPS_RULES)} only"),
         ("--negative-reading", args.negative_reading is not None and not u.asym_channels,
@@ -213,6 +215,12 @@ def _check_read(args, cfg: C.SimConfig) -> None:
         ("--kl-direction", args.kl_direction is not None and not u.asym_confidence,
          "is read by the confidence weight only (--asym-confidence)"),
     ) if given]
+    clips = [f for f in ("--clip-low", "--clip-high") if getattr(args, f[2:].replace("-", "_")) is not None]
+    if clips and u.surrogate in ("grpo", "dapo", "cispo") and u.ppo_epochs == 1:
+        # the only epoch evaluates the gradient at π = π_old: ratio 1, inside every clip range, where the
+        # clipped surrogate's gradient is REINFORCE's (CISPO's weight is clip(1) = 1)
+        unread.append((clips[0], "acts from the second PPO epoch on (--ppo-epochs 2 or more): at the only "
+                                 "epoch the ratio π/π_old is 1, where the clip never binds"))
     if unread:
         flag, why = unread[0]
         raise CatsimError(f"{flag} {why}; this run would not use it (leave it out)")

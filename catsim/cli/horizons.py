@@ -27,7 +27,9 @@ def run(args) -> int:
     cfg = config_from_args(args, sizes)
     if args.steps is None:
         cfg = dataclasses.replace(cfg, steps=HORIZON_STEPS)  # validates steps % log_every
-    gamma_values = gammas(args.gamma)
+    from catsim.cli.sweep import DEFAULT_GAMMAS
+
+    gamma_values = gammas(args.gamma if args.gamma is not None else DEFAULT_GAMMAS)
     if args.shard:
         use_cpu_cores(args.cpu_devices)
     out = Path(args.out or f"runs/horizons-{args.scenario}")

@@ -25,6 +25,9 @@ EXAMPLE = """examples:
                                                       # one of 2 processes; process 0 assembles"""
 
 
+DEFAULT_GAMMAS = "0,1"  # the Fig. 2 grid's γ (None in args: --study methods refuses a given --gamma)
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "sweep", help="run the Fig. 2 grid (N = 2…131072, γ ∈ {0, 1}, 4 seeds) and plot it",
@@ -36,11 +39,12 @@ def register(subparsers) -> None:
     parser.add_argument("--study", choices=("fig2", "horizons", "methods"), default="fig2",
                         help="fig2: the grid at the scenario's horizon; horizons: Mret(N, t) up to "
                              "10,000 steps, heat maps and half-loss steps; methods: every rare-mass "
-                             "fix at its paper's setting (--gamma ignored) (default: fig2)")
+                             "fix at its paper's setting (each row sets its γ: --gamma refused) "
+                             "(default: fig2)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/sweep-<scenario>)")
     parser.add_argument("--n", default=None,
                         help="group sizes (default: the scenario's grid, 2^1:2^17 for paper)")
-    parser.add_argument("--gamma", default="0,1", help="γ values (default: 0,1)")
+    parser.add_argument("--gamma", default=None, help=f"γ values (default: {DEFAULT_GAMMAS})")
     parser.add_argument("--seeds", type=int, default=4, help="seeds 0…K−1 (default: 4)")
     parser.add_argument("--figures-dir", default=None,
                         help="where fig2 goes (default: figures/ for a scenario's full grid; for a "
@@ -90,7 +94,7 @@ def run(args) -> int:
         _check_methods_options(args)
     cfg = config_from_args(args, sizes)
     controls = low_lr_gammas(args)
-    gamma_values = gammas(args.gamma)
+    gamma_values = gammas(args.gamma if args.gamma is not None else DEFAULT_GAMMAS)
     initialize_from_args(args)  # joins the job when --distributed, before JAX's first operation
     if args.shard:
         use_cpu_cores(args.cpu_devices)
@@ -138,8 +142,7 @@ def _check_methods_options(args) -> None:
     from catsim.errors import CatsimError
     from catsim.experiments.methods import ROW_FIELDS
 
-    given = [f"--{f.replace('_', '-')}" for f in ROW_FIELDS
-             if f != "gamma" and getattr(args, f, None) not in (None, False)]  # --gamma: ignored (help)
+    given = [f"--{f.replace('_', '-')}" for f in ROW_FIELDS if getattr(args, f, None) not in (None, False)]
     given += ["--gamma-schedule"] * (args.gamma_schedule != "constant") + ["--update"] * (args.update != "standard")
     if given:
         raise CatsimError(f"--study methods runs every rule under its own label and sets {', '.join(given)} "
