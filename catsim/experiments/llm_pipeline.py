@@ -16,7 +16,10 @@ accuracy vs step, pass@1 by difficulty level, pass@k), <out>/passk_curves.png,
 <out>/training_dynamics.png, <out>/theory_overlay.png.
 
 results.json holds everything the report and figures need, including every run's per-step
-training curves (`curves`), so they can be re-rendered without the run directories.
+training curves (`curves`), so they can be re-rendered without the run directories. It summarises
+every run of `out` whose directory is still there, not only the runs of the last call: a rerun
+with fewer --runs keeps the others' entries as they were (`summary_so_far`); a call with other
+settings than the summary's (anything but the tasks, runs and seeds) is refused.
 Besides pass@k, ΔNLL_rare, answer mass and the forgetting ledger, every run gets steps to a target
 training reward (and held-out accuracy, when `heldout_every` > 0) and, on tasks with difficulty
 levels (Maze `sizes`), pass@k per level; `PipelineConfig.compare()` is the GRPO / F-GRPO /
@@ -223,6 +226,8 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
     t0 = time.perf_counter()
     results: dict = {"config": json.loads(json.dumps(dataclasses.asdict(pc), default=str)), "tasks": {}}
     specs = [parse_run(s, pc.gamma) for s in pc.runs]
+    bases = {t.name: Path(base_models[t.name]) if t.name in base_models else out / t.name / "base" for t in pc.tasks}
+    results = summary_so_far(out, results, bases)  # every run results.json summarises is kept
     for setup in pc.tasks:
         task_dir = out / setup.name
         if setup.name in base_models:
@@ -248,7 +253,8 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
         levels = [int(task.level(p)) for p in prompts] if hasattr(task, "level") else None
         enumerable = task.correct_answers(prompts[0]) is not None
         base_mass = ev.answer_mass_table(base, task, prompts) if enumerable else None
-        task_res: dict = {"base_model": str(base_dir), "base": base_eval, "runs": {},
+        kept = results["tasks"].get(setup.name, {}).get("runs", {})
+        task_res: dict = {"base_model": str(base_dir), "base": base_eval, "runs": dict(kept),
                           "rare_set": None if rare is None else {"size": int(rare.base_nll.size),
                                                                  "from_correct": rare.num_correct,
                                                                  "base_nll_threshold": rare.threshold}}
@@ -289,6 +295,54 @@ def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineCo
     results["seconds"] = time.perf_counter() - t0
     results["provenance"] = provenance.collect()  # what produced these numbers (catsim reproduce reads it)
     return write_results(results, out)
+
+
+CALL_FIELDS = ("tasks", "runs", "seeds")  # what one call may choose freely: results.json holds the union
+
+
+def summary_so_far(out: Path, results: dict, bases: dict) -> dict:
+    """`results` (a new call's, no task yet) holding every run `out`/results.json already
+    summarises whose run directory is still on disk, so that the file is rebuilt from all the
+    runs of `out` rather than from only those the call touches (a rerun with fewer --runs
+    dropped the others' summaries). Refused in one line, before any work: a summary made with
+    other settings (one table cannot hold both) or from another base model (`bases`: task name ->
+    this call's base model directory)."""
+    path = out / "results.json"
+    if not path.is_file():
+        return results
+    try:
+        old = json.loads(path.read_text())
+        old_config, old_tasks = dict(old["config"]), dict(old["tasks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise CatsimError(f"{path}: not a readable pipeline results.json; move it away to summarise "
+                          f"{out} afresh") from None
+    from catsim.llm.rundir import settings_differences
+
+    def fixed(config: dict) -> dict:
+        return {k: v for k, v in config.items() if k not in CALL_FIELDS}
+
+    diff = settings_differences(fixed(old_config), fixed(results["config"]))
+    if diff:
+        raise CatsimError(f"{path} summarises runs made with other settings ({diff}); use another --out")
+    tasks = {}
+    for name, task in old_tasks.items():
+        runs = {key: entry for key, entry in task.get("runs", {}).items()
+                if (out / name / Path(str(entry.get("run_dir", ""))).name / "model").is_dir()}
+        if not runs:
+            continue
+        if name in bases and Path(task["base_model"]).resolve() != bases[name].resolve():
+            raise CatsimError(f"{path}: its {name} runs start from {task['base_model']}, this call's from "
+                              f"{bases[name]}; use another --out")
+        tasks[name] = {**task, "runs": runs}
+    config = dict(results["config"])
+    for key in CALL_FIELDS:  # what the kept runs were made with first, in its order
+
+        def ident(value, key=key):
+            return value.get("name") if key == "tasks" and isinstance(value, dict) else value
+
+        kept = [v for v in old_config.get(key, []) if key != "tasks" or ident(v) in tasks]
+        config[key] = kept + [v for v in config[key] if ident(v) not in map(ident, kept)]
+    return {**results, "config": config, "tasks": tasks}
 
 
 def write_results(results: dict, out: Path, *, results_file: bool = True, report: bool = True) -> Path:
