@@ -39,3 +39,19 @@ def write_text(path: str | Path, text: str, *, sync: bool = False) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
     return Path(path)
+
+
+def copy_file(source: str | Path, path: str | Path) -> Path:
+    """Copy `source` to `path` atomically (a published copy is never half a file, whatever stops
+    the copy); a source or target that cannot be used is one line (CatsimError) naming both.
+    Returns the path."""
+    import shutil
+
+    from catsim.errors import CatsimError
+
+    try:
+        with replacing(path) as tmp:
+            shutil.copyfile(source, tmp)
+    except OSError as err:
+        raise CatsimError(f"cannot copy {source} to {path}: {err.strerror or err}") from None
+    return Path(path)

@@ -12,12 +12,12 @@ Intermediate results go to --runs and are resumable: rerunning skips finished wo
 from __future__ import annotations
 
 import argparse
-import shutil
 import time
 from pathlib import Path
 
 from catsim.errors import CatsimError
 from catsim.experiments import reproduction
+from catsim.files import copy_file
 
 STEPS = ("lemma", "mass", "verify", "sim", "llm")
 
@@ -85,7 +85,7 @@ def _sim(args, figures: Path, runs: Path) -> bool:
 
     result = reproduce(runs / ("sim-quick" if args.quick else "sim-full"), quick=args.quick)
     target = figures / ("fig2_quick.png" if args.quick else "fig2_paper.png")
-    shutil.copyfile(result["figure"], target)
+    copy_file(result["figure"], target)
     print(f"wrote {target}")
     return True
 
@@ -97,7 +97,7 @@ def _llm(args, figures: Path, runs: Path) -> bool:
     target_dir = figures / ("llm-rl-quick" if args.quick else "llm-rl")
     target_dir.mkdir(parents=True, exist_ok=True)
     for path in [report, *sorted(report.parent.glob("*.png"))]:
-        shutil.copyfile(path, target_dir / path.name)
+        copy_file(path, target_dir / path.name)
         print(f"wrote {target_dir / path.name}")
     print(report.read_text())
     return True

@@ -129,10 +129,9 @@ def _publish(pub: Path, runs: Path, quick: bool, now: Mapping[str, Mapping[str, 
              log, record: dict | None = None) -> None:
     """Make this run's numbers the published ones (`catsim reproduce --write-references`).
     record: the provenance taken before the run (default: now)."""
-    import shutil
-
     from catsim.experiments import provenance
     from catsim.experiments import published as src
+    from catsim.files import copy_file
 
     if record is None:
         record = provenance.collect()
@@ -158,7 +157,7 @@ def _publish(pub: Path, runs: Path, quick: bool, now: Mapping[str, Mapping[str, 
             if step == "llm":
                 write_json(target, {**read_json(source), "provenance": record})
             else:
-                shutil.copyfile(source, target)
+                copy_file(source, target)
                 write_json(target.with_name(target.stem + "_provenance.json"), record)
             log(f"wrote {target}")
 
