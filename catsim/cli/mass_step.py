@@ -29,18 +29,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "  catsim mass-step --figure --groups 300 --out figures",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--probs", default=WORKED["probs"], help=f"policy probabilities, sum to 1 (default: {WORKED['probs']})")
-    parser.add_argument("--correct", default=WORKED["correct"], help=f"indices of correct actions (default: {WORKED['correct']})")
-    parser.add_argument("--draws", default=WORKED["draws"], help=f"sampled action indices, repeats allowed (default: {WORKED['draws']})")
-    parser.add_argument("--rule", choices=mass.RULES, default="logprob",
+    parser.add_argument("--probs", help=f"policy probabilities, sum to 1 (default: {WORKED['probs']})")
+    parser.add_argument("--correct", help=f"indices of correct actions (default: {WORKED['correct']})")
+    parser.add_argument("--draws", help=f"sampled action indices, repeats allowed (default: {WORKED['draws']})")
+    parser.add_argument("--rule", choices=mass.RULES,
                         help="update rule (default: logprob)")
     parser.add_argument("--advantage", choices=mass.ADVANTAGES,
                         help="per-draw weights (default: raw for paper, centered for linear, grpo for logprob)")
-    parser.add_argument("--rc", type=float, default=1.0, help="reward of a correct draw Rc (default: 1)")
-    parser.add_argument("--rw", type=float, default=0.0, help="reward of a wrong draw Rw (default: 0)")
-    parser.add_argument("--gamma", type=float, default=0.0, help="focal exponent: weights x (1 - mu_hat)^gamma (default: 0)")
-    parser.add_argument("--eps", type=float, default=0.0, help="GRPO std epsilon (default: 0)")
-    parser.add_argument("--eta", type=float, default=0.01, help="step size (default: 0.01)")
+    parser.add_argument("--rc", type=float, help="reward of a correct draw Rc (default: 1)")
+    parser.add_argument("--rw", type=float, help="reward of a wrong draw Rw (default: 0)")
+    parser.add_argument("--gamma", type=float, help="focal exponent: weights x (1 - mu_hat)^gamma (default: 0)")
+    parser.add_argument("--eps", type=float, help="GRPO std epsilon (default: 0)")
+    parser.add_argument("--eta", type=float, help="step size (default: 0.01)")
     parser.add_argument("--format", choices=("json",), help="print JSON instead of a table (default: table)")
     parser.add_argument("--figure", action="store_true",
                         help="instead: write the (dQpos, dQu,pos) figure at the paper init, N in {8, 256, 131072} "
@@ -48,15 +48,45 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--derivations", action="store_true",
                         help="instead: print every SymPy residual (0 = proved) and the REINFORCE vs Prop. 3.2 "
                              "residual (default: off)")
-    parser.add_argument("--groups", type=int, default=300, help="groups per N for --figure (default: 300)")
-    parser.add_argument("--out", default="figures", help="directory for --figure (default: figures)")
+    parser.add_argument("--groups", type=int, help="groups per N for --figure (default: 300; other values are "
+                        "written as mass_step_joint_groups<N>, never over the published mass_step_joint)")
+    parser.add_argument("--out", help="directory for --figure (default: figures)")
     parser.set_defaults(func=run)
 
 
+# every option given a value, with the mode that reads it (the table is the default mode)
+DEFAULTS = {"probs": WORKED["probs"], "correct": WORKED["correct"], "draws": WORKED["draws"], "rule": "logprob",
+            "rc": 1.0, "rw": 0.0, "gamma": 0.0, "eps": 0.0, "eta": 0.01, "format": None,
+            "groups": 300, "out": "figures"}
+READ_BY = {"table": ("probs", "correct", "draws", "rule", "advantage", "rc", "rw", "gamma", "eps", "eta", "format"),
+           "--figure": ("groups", "out"), "--derivations": ()}
+
+
+def _mode(args: argparse.Namespace) -> str:
+    """The mode asked for, after refusing an option it would never read (they were ignored: a
+    --figure with --gamma 1 drew the paper's step and printed nothing about it)."""
+    if args.figure and args.derivations:
+        raise CatsimError("give --figure or --derivations, not both")
+    mode = "--figure" if args.figure else "--derivations" if args.derivations else "table"
+    unread = [name for name in (*DEFAULTS, "advantage") if getattr(args, name) is not None
+              and name not in READ_BY[mode]]
+    if unread:
+        where = {"table": "in the table (without --figure or --derivations)"}.get(mode, f"with {mode}")
+        readers = sorted({m for name in unread for m, names in READ_BY.items() if name in names})
+        shown = ", ".join("--" + name for name in unread)
+        raise CatsimError(f"{shown}: not read {where}; read only "
+                          + " or ".join("in the table" if m == "table" else f"with {m}" for m in readers))
+    for name, value in DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return mode
+
+
 def run(args: argparse.Namespace) -> int:
-    if args.figure:
+    mode = _mode(args)
+    if mode == "--figure":
         return _figure(args)
-    if args.derivations:
+    if mode == "--derivations":
         return _derivations()
     probs = parse_float_list(args.probs, "--probs")
     correct = parse_int_list(args.correct, "--correct")

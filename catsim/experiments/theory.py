@@ -79,11 +79,25 @@ def sample_joint_changes(
     return out
 
 
-def reproduce_mass_figure(out_dir: Path | str = "figures", groups: int = 300, seed: int = 0,
+PUBLISHED_MASS_GROUPS = 300  # groups per N of the published figures/mass_step_joint.png (seed 0)
+
+
+def mass_figure_stem(groups: int, seed: int = 0) -> str:
+    """The file name (no suffix) of the joint-change figure: the published name only for the
+    published settings; other settings name themselves, so that a figure of other settings never
+    replaces the published one (as `catsim lemma` writes lemma31_custom)."""
+    if (groups, seed) == (PUBLISHED_MASS_GROUPS, 0):
+        return "mass_step_joint"
+    return f"mass_step_joint_groups{groups}" + (f"_seed{seed}" if seed else "")
+
+
+def reproduce_mass_figure(out_dir: Path | str = "figures", groups: int = PUBLISHED_MASS_GROUPS, seed: int = 0,
                           progress: bool = False) -> tuple[list[Path], list[JointSample]]:
-    """Write out_dir/mass_step_joint.{png,pdf}; returns (paths, samples)."""
+    """Write out_dir/<mass_figure_stem(groups, seed)>.{png,pdf} (mass_step_joint for the published
+    settings); returns (paths, samples)."""
     samples = sample_joint_changes(groups=groups, seed=seed, progress=progress)
-    return save(figure_joint_changes(samples, SIMULATION_STEP), out_dir, "mass_step_joint"), samples
+    figure = figure_joint_changes(samples, SIMULATION_STEP)
+    return save(figure, out_dir, mass_figure_stem(groups, seed)), samples
 
 
 def reproduce_figures(out_dir: Path | str = "figures", formats: Sequence[str] = ("png", "pdf")) -> list[Path]:
