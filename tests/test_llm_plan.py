@@ -184,6 +184,8 @@ def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
     (["--device-memory", "inf"], "--device-memory must be positive and finite"),  # was a traceback
     (["--rollout", "64"], "--rollout must be PROMPTSxSAMPLES"),
     (["--rollout", "4x8", "--prompt-len", "8"], "rollout lengths must be positive"),
+    (["--prompt-len", "16"], "--prompt-len: read only with --rollout"),  # were ignored without it
+    (["--prompt-len", "16", "--new-tokens", "4"], "--prompt-len, --new-tokens: read only with --rollout"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
     (tmp_path / "config.json").write_text(json.dumps(QWEN25_7B))

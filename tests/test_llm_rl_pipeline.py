@@ -73,6 +73,22 @@ def test_published_results_rerender_without_run_directories(tmp_path):
             assert (tmp_path / name / png).read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.parametrize("flags, shown", [
+    (["--runs", "grpo:4"], "--runs"),
+    (["--quick", "--heldout-every", "0", "--base-model", "paths=x"], "--quick, --base-model, --heldout-every"),
+])
+def test_rerender_refuses_run_options(tmp_path, capsys, flags, shown):
+    """Before: --rerender ignored every run option (rc 0) and redrew results.json as it was."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "results.json").write_bytes((root / "figures" / "llm-rl" / "results.json").read_bytes())
+    assert main(["llm", "pipeline", "--out", str(tmp_path), "--rerender", *flags]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"{shown}: not read with --rerender" in err and "\n" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]  # nothing redrawn
+
+
 @pytest.mark.published
 def test_published_default_report_is_the_rendering_of_its_results():
     """figures/llm-rl/report.md is exactly what `render_report` makes of the recorded results.json,

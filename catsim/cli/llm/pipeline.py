@@ -26,6 +26,7 @@ from catsim.errors import CatsimError
 # option -> PipelineConfig field overridden by it (the same name with dashes)
 FIELDS = ("gamma", "rl_steps", "rollouts_per_step", "learning_rate", "eval_n", "eval_prompts",
           "target_reward", "heldout_every")
+RUN_OPTIONS = ("quick", "base_model", "tasks", "runs", "seeds", *FIELDS, "quiet")  # what --rerender never reads
 HELP = {"gamma": "γ of the f- runs and of the grpo-lowlr control",
         "rl_steps": "RL steps per run", "rollouts_per_step": "rollouts per RL step (compute-matched across N)",
         "learning_rate": "RL learning rate", "eval_n": "samples per held-out prompt (pass@k for k ≤ this)",
@@ -43,8 +44,8 @@ def register(subparsers) -> None:
                         help="the few-minute configuration (PipelineConfig.quick(); default: off)")
     add_pipeline_options(parser, PipelineConfig(), PipelineConfig.quick())
     parser.add_argument("--rerender", action="store_true",
-                        help="run nothing: redraw OUT/report.md and the figures from OUT/results.json "
-                             "(default: off)")
+                        help="run nothing: redraw OUT/report.md and the figures from OUT/results.json; "
+                             "the run options are refused with it (default: off)")
     add_distributed_options(parser)
     parser.set_defaults(func=run)
 
@@ -125,6 +126,11 @@ def run(args) -> int:
     if args.rerender:
         from catsim.experiments.llm_report import load_results
 
+        given = [f"--{name.replace('_', '-')}" for name in RUN_OPTIONS
+                 if getattr(args, name) is not None and getattr(args, name) is not False]  # 0 is given
+        if given:  # they were ignored: a rerender redraws what results.json holds
+            raise CatsimError(f"{', '.join(given)}: not read with --rerender, which runs nothing and redraws "
+                              f"{args.out}/results.json as it is")
         results = load_results(f"{args.out}/results.json")
         initialize_from_args(args)
         report = write_results(results, args.out, results_file=False)  # redrawn by process 0

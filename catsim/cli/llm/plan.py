@@ -38,9 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="memory of one device in GiB: report whether the step fits")
     parser.add_argument("--rollout", default=None, metavar="PxN",
                         help="also report the rollout's KV cache for P prompts x N samples (e.g. 64x8)")
-    parser.add_argument("--prompt-len", type=int, default=512, help="rollout prompt tokens (default 512)")
+    parser.add_argument("--prompt-len", type=int, default=None,
+                        help="rollout prompt tokens, with --rollout (default 512)")
     parser.add_argument("--new-tokens", type=int, default=None,
-                        help="rollout new tokens at most (default: --seq minus --prompt-len)")
+                        help="rollout new tokens at most, with --rollout (default: --seq minus --prompt-len)")
     parser.add_argument("--format", choices=["table", "json"], default="table", help="output format")
     parser.set_defaults(func=run)
 
@@ -56,10 +57,15 @@ def run(args: argparse.Namespace) -> int:
         raise CatsimError(f"--device-memory must be positive and finite (GiB), got {args.device_memory}")
 
     rollout = None
+    lengths = [f"--{n.replace('_', '-')}" for n in ("prompt_len", "new_tokens") if getattr(args, n) is not None]
+    if args.rollout is None and lengths:  # they were ignored: the plan has no rollout without it
+        raise CatsimError(f"{', '.join(lengths)}: read only with --rollout PROMPTSxSAMPLES (the rollout's KV cache)")
     if args.rollout is not None:
         import re
 
         m = re.fullmatch(r"(\d+)x(\d+)", args.rollout)
+        if args.prompt_len is None:
+            args.prompt_len = 512
         new = args.seq - args.prompt_len if args.new_tokens is None else args.new_tokens
         if not m or int(m.group(1)) < 1 or int(m.group(2)) < 1:
             raise CatsimError(f"--rollout must be PROMPTSxSAMPLES such as 64x8, got {args.rollout!r}")
