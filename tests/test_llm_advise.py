@@ -80,3 +80,21 @@ def test_calibration_bins_and_spearman():
     # ranks 1..6 against tied ranks 2,2,2,5,5,5: ρ = 13.5 / sqrt(17.5 · 13.5)
     assert advise_study._spearman(risk, lost) == pytest.approx(np.sqrt(13.5 / 17.5))
     assert advise_study._spearman([1, 1, 1], [1, 2, 3]) is None
+
+
+def test_the_default_figure_goes_into_the_model_directory_not_the_cwd(tmp_path, capsys, monkeypatch):
+    """Before: `llm advise --model M` (a table) wrote advise_risk.png into the current folder."""
+    from llm_rl_helpers import make_paths_base
+
+    model = make_paths_base(tmp_path / "model")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert main(["llm", "advise", "--model", str(model), "--n", "2", "--prompts", "2", "--group-sizes", "2",
+                 "--bootstrap", "2"]) == 0
+    assert f"figure: {model / 'advise_risk.png'}" in capsys.readouterr().err
+    assert (model / "advise_risk.png").read_bytes()[:4] == b"\x89PNG"
+    assert list(cwd.iterdir()) == []
+    monkeypatch.setattr("os.access", lambda path, mode: False)  # a model folder that cannot take it
+    assert main(["llm", "advise", "--model", str(model), "--n", "2", "--prompts", "2"]) == 2
+    assert "give --figure PATH, or --figure none" in capsys.readouterr().err  # one line saying what to do

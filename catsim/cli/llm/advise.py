@@ -51,8 +51,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output (default table)")
     parser.add_argument("--figure", default=None,
-                        help="where the risk-vs-N figure goes ('none' to skip; default: advise_risk.png "
-                             "with --format table, no figure with --format json)")
+                        help="where the risk-vs-N figure goes ('none' to skip; default: MODEL/advise_risk.png, "
+                             "in the --model directory, with --format table; no figure with --format json)")
     parser.set_defaults(func=run)
 
 
@@ -78,12 +78,14 @@ def _check(args) -> tuple[list[int], object]:
         raise CatsimError(f"{args.model}: not a model directory (no config.json)")
     if args.task is None and not (Path(args.model) / "catsim_task.json").is_file():
         raise CatsimError(f"{args.model}: no catsim_task.json; give --task")
-    if args.figure is None:  # a JSON run writes only what it prints, unless a figure is asked for
-        args.figure = "advise_risk.png" if args.format == "table" else "none"
+    chosen = args.figure is not None
+    if not chosen:  # a JSON run writes only what it prints; a table's figure goes with its model, not into the cwd
+        args.figure = str(Path(args.model) / "advise_risk.png") if args.format == "table" else "none"
     if args.figure.lower() != "none":
         parent = Path(args.figure).resolve().parent
         if not parent.is_dir() or not os.access(parent, os.W_OK):
-            raise CatsimError(f"--figure: cannot write into {parent}")
+            raise CatsimError(f"--figure: cannot write into {parent}" if chosen else
+                              f"cannot write the figure into {parent}: give --figure PATH, or --figure none")
     return sorted(set(sizes)), RareRule.parse(args.rare)
 
 
