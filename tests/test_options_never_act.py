@@ -66,3 +66,75 @@ def test_methods_study_refuses_gamma(tmp_path, capsys):
                  "--n", "2", "--seeds", "1", "--gamma", "1", "--out", str(out), "--no-progress"]) == 2
     _one_line(capsys, "--study methods runs every rule under its own label and sets --gamma per row itself")
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------ catsim llm rl
+@pytest.mark.parametrize("flags, needle, acts", [
+    (["--kl-estimator", "k1"], "--kl-estimator is read by the KL penalty only", ["--kl-coef", "0.01"]),
+    (["--kl-bias-correction"], "--kl-bias-correction is read by the KL penalty only", ["--kl-coef", "0.01"]),
+    (["--max-sampling-rounds", "2"], "--max-sampling-rounds is read by dynamic sampling only", ["--method", "dapo"]),
+    (["--overlong-buffer", "0.1"], "--overlong-buffer is read by the soft overlong punishment", ["--method", "dapo"]),
+    (["--method", "dapo", "--advantage", "maxrl", "--overlong-penalty", "0.5"],
+     "--overlong-penalty is read by the soft overlong punishment", ["--advantage", "grpo"]),
+    (["--clip-high", "0.28"], "--clip-high acts only when a step makes several updates", ["--ppo-epochs", "2"]),
+    (["--method", "cispo", "--clip-low", "0.5"], "--clip-low acts only when", ["--mini-batch-prompts", "4"]),
+    (["--clip-ratio-c", "3"], "--clip-ratio-c acts only when", ["--mini-batch-size", "16"]),
+    (["--temperature-min", "0.1"], "--temperature-min is read by a temperature schedule only",
+     ["--temperature-schedule", "cosine"]),
+    (["--temperature-fraction", "0.5"], "--temperature-fraction is read by a temperature schedule only",
+     ["--method", "asym-grpo"]),
+    (["--logprob-temperature", "one"], "--logprob-temperature 'one' differs from 'sampling' only",
+     ["--temperature", "0.7"]),
+    (["--dual-clip-lower", "0.05"], "--dual-clip-lower is read by the dual-threshold gradient clip only",
+     ["--dual-clip"]),
+    (["--dual-clip-amplification", "2"], "--dual-clip-amplification is read by", ["--method", "asym-grpo"]),
+    (["--mixed-delta", "2"], "--mixed-delta is read by asym-GRPO's mixed groups and recomposition only",
+     ["--asym-mixed"]),
+    (["--positive-threshold", "0.7"], "--positive-threshold is read by", ["--asym-recompose"]),
+    (["--negative-eps", "0.05"], "--negative-eps is read by the asym-GRPO channels only", ["--asym-channels"]),
+    (["--negative-reading", "formula"], "--negative-reading is read by", ["--method", "asym-grpo"]),
+    (["--kl-direction", "policy_to_uniform"], "--kl-direction is read by the asym-GRPO confidence weight only",
+     ["--asym-confidence"]),
+    (["--passk-k", "2"], "--passk-k is read by --advantage passk_training, pkpo, pkpo_mean only",
+     ["--advantage", "pkpo"]),
+    (["--w-reinforce-lambda", "0.2"], "--w-reinforce-lambda is read by --advantage w_reinforce only",
+     ["--advantage", "w_reinforce"]),
+    (["--method", "dr_grpo", "--adv-std", "population"], "--adv-std is read by the grpo advantage only",
+     ["--advantage", "grpo"]),
+    (["--method", "dr_grpo", "--adv-eps", "0.01"], "--adv-eps is read by the grpo, maxrl, passk_best advantages",
+     ["--advantage", "maxrl"]),
+    (["--method", "asym-grpo", "--asym-advantage", "baseline_free", "--advantage", "maxrl"],
+     "--advantage is not read with --asym-advantage baseline_free", ["--asym-advantage", "baseline"]),
+    (["--heldout-prompts", "8"], "--heldout-prompts is read by the held-out accuracy only", ["--heldout-every", "2"]),
+])
+def test_llm_rl_option_the_method_never_reads_is_refused(flags, needle, acts, tmp_path, capsys, monkeypatch):
+    """Before: each was accepted (the run started, and trained with the option in its config as if it acted)."""
+    import catsim.llm.rl
+    from catsim.cli.llm.rl import rl_config_from_args
+    from catsim.cli.main import build_parser
+    from catsim.llm.rl.config import FLAT
+
+    monkeypatch.setattr(catsim.llm.rl, "run_rl", lambda *a, **k: pytest.fail("the run started"))
+    out = tmp_path / "rl"
+    assert main(["llm", "rl", "--base", str(tmp_path / "base"), "--out", str(out), *flags]) == 2
+    _one_line(capsys, needle, "this run would not use it")
+    assert not out.exists()
+    # with what the message names, the option acts: accepted
+    from catsim.llm.rl.unread import unread_options
+
+    args = build_parser().parse_args(["llm", "rl", "--base", "b", "--out", "o", *flags, *acts])
+    given = [name for name in FLAT if getattr(args, name, None) is not None]
+    assert unread_options(rl_config_from_args(args), given) == []
+
+
+def test_every_published_maze_arm_sets_only_options_that_act():
+    from catsim.experiments import maze_presets
+    from catsim.experiments.maze_arms import ARM_SETS, arm_config
+    from catsim.llm.rl.unread import unread_options
+
+    presets = {"cpu": maze_presets.cpu(), "tiny": maze_presets.tiny()}
+    for name, arms in ARM_SETS.items():
+        for arm in arms():
+            cfg = arm_config(presets[name], arm, 0, 25)
+            assert unread_options(cfg, list(arm.options) + ["mini_batch_size", "micro_batch_size",
+                                                            "rollout_batch_size"]) == [], (name, arm.name)

@@ -201,7 +201,8 @@ def test_plugin_trl_trains_with_the_name(name, tmp_path):
     args = ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", max_steps=2,
                             save_strategy="no", per_device_train_batch_size=8, num_generations=4,
                             max_completion_length=3, learning_rate=1e-2, seed=7, beta=0.0, disable_tqdm=True,
-                            advantage_rule=rule, focal_gamma=GAMMA if name not in NAMES else 0.0, passk_k=K)
+                            advantage_rule=rule, focal_gamma=GAMMA if name not in NAMES else 0.0,
+                            **({"passk_k": K} if registry.get(rule).needs_k else {}))  # others refuse k
     prompts = datasets.Dataset.from_dict({"prompt": [f"w{i} w{i + 1} w{i + 2}" for i in range(3, 11)]})
     Recording(model=_model(), reward_funcs=first_token_even, args=args, train_dataset=prompts,
               processing_class=_tokenizer()).train()

@@ -24,6 +24,7 @@ UPDATE_FIELDS = ("surrogate", "advantage", "adv_eps", "optimizer", "learning_rat
                  "ppo_epochs", "clip_low", "clip_high", "entropy_coef", "kl_coef", "passk_k",
                  "unlikeliness_beta", "positive_weight", "w_reinforce_lambda")
 _PAPER = C.scenario("paper")
+DEFAULT_GAMMAS = "0,1"  # sweep's γ grid (--gamma's default is None: --study methods refuses a given --gamma)
 
 
 def _default(field: str, owner: str = "update") -> str:

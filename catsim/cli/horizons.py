@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from catsim.cli._simargs import config_from_args, gammas, group_sizes
+from catsim.cli._simargs import DEFAULT_GAMMAS, config_from_args, gammas, group_sizes
 from catsim.errors import CatsimError
 
 
@@ -27,8 +27,6 @@ def run(args) -> int:
     cfg = config_from_args(args, sizes)
     if args.steps is None:
         cfg = dataclasses.replace(cfg, steps=HORIZON_STEPS)  # validates steps % log_every
-    from catsim.cli.sweep import DEFAULT_GAMMAS
-
     gamma_values = gammas(args.gamma if args.gamma is not None else DEFAULT_GAMMAS)
     if args.shard:
         use_cpu_cores(args.cpu_devices)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from catsim.cli._simargs import (
+    DEFAULT_GAMMAS,
     add_config_arguments,
     config_from_args,
     gammas,
@@ -23,9 +24,6 @@ EXAMPLE = """examples:
   catsim sweep --out runs/big                         # after every part: only assembles
   catsim sweep --out runs/big --distributed --coordinator host0:1234 --num-processes 2 --process-id 0
                                                       # one of 2 processes; process 0 assembles"""
-
-
-DEFAULT_GAMMAS = "0,1"  # the Fig. 2 grid's γ (None in args: --study methods refuses a given --gamma)
 
 
 def register(subparsers) -> None:

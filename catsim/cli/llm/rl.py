@@ -149,6 +149,10 @@ def run(args) -> int:
         except CatsimError:
             args.data_seed = 0
     cfg = rl_config_from_args(args)
+    from catsim.llm.rl.config import FLAT
+    from catsim.llm.rl.unread import check_options_act
+
+    check_options_act(cfg, [name for name in FLAT if getattr(args, name, None) is not None])  # each acts
     initialize_from_args(args)  # after every check: a bad option stops each process at once
     mesh = mesh_from_args(args)
     result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
