@@ -47,11 +47,11 @@ def copy_file(source: str | Path, path: str | Path) -> Path:
     Returns the path."""
     import shutil
 
-    from catsim.errors import CatsimError
+    import catsim.errors
 
     try:
         with replacing(path) as tmp:
             shutil.copyfile(source, tmp)
     except OSError as err:
-        raise CatsimError(f"cannot copy {source} to {path}: {err.strerror or err}") from None
+        raise catsim.errors.CatsimError(f"cannot copy {source} to {path}: {err.strerror or err}") from None
     return Path(path)

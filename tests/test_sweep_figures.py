@@ -18,13 +18,14 @@ TINY = ["--n", "2,4", "--seeds", "1", "--steps", "20", "--num-actions", "300", "
 def _sweep_config(argv: list[str]):
     """The SimConfig, sizes, γ and seeds `catsim sweep argv` would run (parsed like the CLI)."""
     from catsim.cli import sweep as sweep_cli
-    from catsim.cli._simargs import config_from_args, gammas, group_sizes, low_lr_gammas
+    from catsim.cli._simargs import DEFAULT_GAMMAS, config_from_args, gammas, group_sizes, low_lr_gammas
 
     parser = argparse.ArgumentParser()
     sweep_cli.register(parser.add_subparsers())
     args = parser.parse_args(["sweep", *argv])
     sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
-    return config_from_args(args), sizes, gammas(args.gamma), args.seeds, low_lr_gammas(args)
+    gamma = gammas(args.gamma if args.gamma is not None else DEFAULT_GAMMAS)  # as the CLI reads it
+    return config_from_args(args), sizes, gamma, args.seeds, low_lr_gammas(args)
 
 
 @pytest.mark.parametrize("argv, full", [

@@ -24,7 +24,7 @@ from catsim.errors import CatsimError, CatsimWarning
 from catsim.objectives import advantages as adv
 from catsim.objectives import binary as bin_
 
-__all__ = ["Options", "Rule", "RULES", "NAMES", "get", "check_k", "warn_k", "markdown_table"]
+__all__ = ["Options", "Rule", "RULES", "NAMES", "EPS_NAMES", "get", "check_k", "warn_k", "markdown_table"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,6 +53,7 @@ class Rule:
     needs_k: bool = False
     baseline_free: bool = False  # an all-equal group still gets a non-zero advantage
     moves_at_k_equal_n: bool = True  # some group of n samples gets credit at k = n (needs_k rules)
+    reads_eps: bool = False  # reads Options.eps (an option given to another rule never acts)
 
     def advantages(self, rewards_N, options: Options = Options()):
         """[N] advantages of one group."""
@@ -86,11 +87,12 @@ _RULES = (
     Rule("mean_centred", "A = r − r̄", "F-GRPO 2602.06717 App. J", "",
          lambda r, o: adv.mean_centred(r), _centred_counts, binary=False),
     Rule("grpo", "A = (r − r̄)/(std + ε)", "DeepSeekMath 2402.03300", "verl, TRL (ddof 1)",
-         lambda r, o: adv.grpo(r, eps=o.eps, ddof=o.ddof), _grpo_counts, binary=False),
+         lambda r, o: adv.grpo(r, eps=o.eps, ddof=o.ddof), _grpo_counts, binary=False, reads_eps=True),
     Rule("dr_grpo", "A = r − r̄", "Dr.GRPO 2503.20783", "",
          lambda r, o: adv.dr_grpo(r), _centred_counts, binary=False),
     Rule("maxrl", "A = (r − p̂)/(p̂ + ε)", "MaxRL 2602.02710", "prime-rl max_rl.py, SkyRL",
-         lambda r, o: bin_.maxrl(r, eps=o.eps), lambda c, n, o: bin_.maxrl_counts(c, n, eps=o.eps)),
+         lambda r, o: bin_.maxrl(r, eps=o.eps), lambda c, n, o: bin_.maxrl_counts(c, n, eps=o.eps),
+         reads_eps=True),
     Rule("passk_training", "A = (1 − ρ − q·[wrong])/σ over k-subsets", "Pass@k Training 2508.10751",
          "RUCAIBox/Passk_Training code/passk_adv.py",
          lambda r, o: bin_.passk_training(r, o.k), lambda c, n, o: bin_.passk_training_counts(c, n, o.k),
@@ -102,7 +104,8 @@ _RULES = (
          "rllm PR #743", lambda r, o: bin_.pkpo(r, o.k, baseline="mean"),
          lambda c, n, o: bin_.pkpo_counts(c, n, o.k, baseline="mean"), needs_k=True, moves_at_k_equal_n=False),
     Rule("passk_best", "best sample only: (r₁ − r₂)/(std + ε)", "2503.19595", "verl grpo_passk",
-         lambda r, o: bin_.passk_best(r, eps=o.eps), lambda c, n, o: bin_.passk_best_counts(c, n, eps=o.eps)),
+         lambda r, o: bin_.passk_best(r, eps=o.eps), lambda c, n, o: bin_.passk_best_counts(c, n, eps=o.eps),
+         reads_eps=True),
     Rule("w_reinforce", "A = λ (correct), −1 (wrong), no baseline", "W-REINFORCE 2506.01347",
          "TianHongZXY/RLVR-Decomposed compute_psr_nsr_outcome_advantage('weighted')",
          lambda r, o: bin_.w_reinforce(r, positive_weight=o.w_reinforce_lambda),
@@ -115,6 +118,7 @@ _RULES = (
 )
 RULES = {rule.name: rule for rule in _RULES}
 NAMES = tuple(RULES)
+EPS_NAMES = tuple(rule.name for rule in _RULES if rule.reads_eps)  # the rules an ε option acts on
 
 
 def get(name: str) -> Rule:

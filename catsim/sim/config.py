@@ -215,7 +215,7 @@ class UpdateConfig:
 # UpdateConfig's default and acts under the rest of the update, so that the default label stays
 # what it was (the published cells and figures are named by it) and two updates that can give
 # different results never share a label, cell file or figure.
-EPS_RULES = ("grpo", "maxrl", "passk_best")  # the rules that read adv_eps (registry.Options.eps)
+EPS_RULES = registry.EPS_NAMES  # the rules that read adv_eps (registry.Options.eps)
 _SCHEDULE_SHORT = {"gamma_start": "from", "warmup_steps": "over", "switch_step": "at", "success_low": "lo",
                    "success_high": "hi", "steps_per_epoch": "epoch", "warmup_epochs": "after",
                    "increment": "inc", "ramp_start": "after", "ramp_steps": "per"}

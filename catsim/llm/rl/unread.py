@@ -17,7 +17,7 @@ from catsim.errors import CatsimError
 from catsim.llm.rl.config import RLConfig
 from catsim.objectives import registry
 
-EPS_RULES = ("grpo", "maxrl", "passk_best")  # the rules that read registry.Options.eps (adv_eps)
+EPS_RULES = registry.EPS_NAMES  # the rules that read registry.Options.eps (adv_eps)
 K_RULES = tuple(name for name in registry.NAMES if registry.get(name).needs_k)
 # what the asym-GRPO baseline-free advantages w⁺·r − w⁻·(1 − r) replace: the rule and its settings
 RULE_OPTIONS = ("advantage", "passk_k", "adv_eps", "adv_std", "w_reinforce_lambda", "positive_weight",
