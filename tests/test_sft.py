@@ -163,6 +163,14 @@ def test_cli_sft_and_errors(tmp_path, capsys):
     assert rc == 0
     summary = json.loads(capsys.readouterr().out)
     assert not summary["finished"] and summary["steps_done"] == 2
+    # a rerun into it with another learning rate is refused naming that setting with both values
+    rc = main(["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--steps", "6",
+               "--batch-size", "4", "--save-every", "2", "--warmup-steps", "2", "--hidden", "16",
+               "--layers", "1", "--heads", "2", "--out", str(out), "--lr", "0.02", "--eval-prompts", "0",
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "different settings (sft.learning_rate" in err and "0.02 here" in err, err
+    assert len(err.strip().splitlines()) == 1
     # bfloat16 compute over float32 master weights: the model is written from the float32 masters
     rc = main(["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--steps", "2",
                "--batch-size", "4", "--hidden", "16", "--layers", "1", "--heads", "2", "--dtype",

@@ -283,8 +283,9 @@ def step_fn(model_cfg: ModelConfig, cfg: SFTConfig, mesh=None):
 
 
 # ----------------------------------------------------------------------------- settings fingerprint
-def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
-    """Hash of everything that changes the trajectory (not save_every)."""
+def run_settings(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> dict:
+    """Everything that changes the trajectory (not save_every): what the resume fingerprint hashes,
+    kept with each saved state so that a rerun with other settings is told which differ."""
     settings = {
         "task": task.name,
         "task_config": rundir.task_spec(task)["config"],
@@ -293,7 +294,12 @@ def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
     }
     if model_cfg.dtype != model_cfg.param_dtype:  # mixed precision (float32 runs hash as before)
         settings["compute_dtype"] = model_cfg.dtype
-    return rundir.fingerprint(settings)
+    return settings
+
+
+def fingerprint(task: Task, cfg: SFTConfig, model_cfg: ModelConfig) -> str:
+    """A run's resume fingerprint (of `run_settings`)."""
+    return rundir.fingerprint(run_settings(task, cfg, model_cfg))
 
 
 # ----------------------------------------------------------------------------- the run
@@ -343,8 +349,9 @@ def run_sft(
     if mesh is not None and cfg.batch_size % mesh.devices.size:
         raise CatsimError(f"batch size {cfg.batch_size} is not divisible by the {mesh.devices.size} mesh devices")
     make_batch(task, tokenizer, cfg, 0)  # a task setting that cannot make prompts is refused before any file
+    settings = run_settings(task, cfg, model_cfg)
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE,
-                        fingerprint=fingerprint(task, cfg, model_cfg), what="run")
+                        fingerprint=rundir.fingerprint(settings), what="run", settings=settings)
     with run.locked():
         if overwrite:
             run.clear(files=("eval.json", "loss.png"))
