@@ -212,3 +212,30 @@ def test_max_runs_stops_before_the_next_seeds_warm_up(doubled, tmp_path):
     assert main(["llm", "maze-study", "--out", str(out.parent), "--preset", "tiny", "--seeds", "2", "--max-runs", "1",
                  "--quiet"]) == 0
     assert (out / "f-grpo-N2-g0.5" / "eval.json").is_file() and not (out.parent / "s1").exists()
+
+
+def test_a_report_folder_keeps_no_stale_arms_or_trl_files(tmp_path, capsys):
+    """`maze-study --report DIR` on a study without arms or TRL runs removes the arms.json, trl.json
+    and arms figures an earlier report left in DIR (they would sit beside the new report as if
+    current), and leaves every file no report writes alone."""
+    from pathlib import Path
+
+    from catsim.experiments.maze_arms_report import FIGURES as ARM_FIGURES
+
+    study = tmp_path / "study"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu", study)
+    report = tmp_path / "report"
+    assert main(["llm", "maze-study", "--out", str(study), "--report", str(report)]) == 0
+    stale = ("arms.json", "trl.json", *ARM_FIGURES)
+    assert all((report / name).is_file() for name in stale)
+    (report / "notes.txt").write_text("mine\n")
+    (study / "arms.json").unlink()
+    (study / "trl.json").unlink()
+    assert main(["llm", "maze-study", "--out", str(study), "--report", str(report)]) == 0
+    capsys.readouterr()
+    assert [name for name in stale if (report / name).exists()] == []
+    assert (report / "notes.txt").read_text() == "mine\n"
+    assert all((report / f).is_file() for f in (*FIGURES, "report.md", "results.json"))
+    # a report into the study folder itself never removes the study's own files
+    assert main(["llm", "maze-study", "--out", str(study), "--report", str(study)]) == 0
+    assert (study / "results.json").is_file() and (study / "study.json").is_file()

@@ -265,18 +265,34 @@ def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | 
     (`maze_arms.load_arms`), reported with its own figures, and `trl` its trl.json
     (`maze_trl.load_trl`), the cross-trainer table: both copied beside results.json. The files
     are made in a temporary folder and moved into `out_dir` once all are made: a failure leaves
-    nothing behind."""
+    nothing behind. A file an earlier report wrote that this one does not (arms.json, trl.json or
+    the arms figures of a study that has none now) is removed, so the folder holds only this report."""
     out = Path(out_dir)
     anchor = next(p for p in (out, *out.parents) if p.exists())  # on the same file system as `out`
     stage = Path(tempfile.mkdtemp(prefix=".maze-report-", dir=anchor))
     try:
         _write_files(results, stage, out_dir, study_dir, arms, trl)
         out.mkdir(parents=True, exist_ok=True)
-        for f in sorted(stage.iterdir()):
-            os.replace(f, out / f.name)
+        made = sorted(f.name for f in stage.iterdir())
+        for name in made:
+            os.replace(stage / name, out / name)
+        for name in sorted(report_files(out, study_dir) - set(made)):
+            (out / name).unlink(missing_ok=True)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out / "report.md"
+
+
+def report_files(out_dir: str | Path, study_dir: str | Path | None) -> set[str]:
+    """Every file name a report into `out_dir` may write: what a later report that does not write
+    one of them removes. A report into the study directory itself never writes (so never removes)
+    the study's own results.json, arms.json and trl.json."""
+    from catsim.experiments.maze_arms_report import FIGURES as ARM_FIGURES
+
+    names = {"report.md", *FIGURES, *ARM_FIGURES}
+    if study_dir is None or Path(study_dir).resolve() != Path(out_dir).resolve():
+        names |= {"results.json", "arms.json", "trl.json"}
+    return names
 
 
 def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str | Path | None,
