@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.experiments.maze_provenance import set_up_lines
 from catsim.experiments.maze_presets import paper
+from catsim.experiments.maze_provenance import set_up_lines
 from catsim.experiments.maze_study import p_text, solution_prob_change
 from catsim.files import write_text
 from catsim.plots import maze_study as plots
