@@ -106,6 +106,10 @@ def test_methods_study_refuses_gamma(tmp_path, capsys):
     (["--method", "asym-grpo", "--asym-advantage", "baseline_free", "--advantage", "maxrl"],
      "--advantage is not read with --asym-advantage baseline_free", ["--asym-advantage", "baseline"]),
     (["--heldout-prompts", "8"], "--heldout-prompts is read by the held-out accuracy only", ["--heldout-every", "2"]),
+    (["--advantage", "maxrl", "--reward-correct", "2"], "--reward-correct is read by the advantages on rewards only",
+     ["--advantage", "grpo"]),
+    (["--method", "dr_grpo", "--advantage", "nsr", "--reward-wrong", "-1"], "--advantage nsr reads the 0/1 outcome",
+     ["--advantage", "dr_grpo"]),
 ])
 def test_llm_rl_option_the_method_never_reads_is_refused(flags, needle, acts, tmp_path, capsys, monkeypatch):
     """Before: each was accepted (the run started, and trained with the option in its config as if it acted)."""
@@ -138,3 +142,52 @@ def test_every_published_maze_arm_sets_only_options_that_act():
             cfg = arm_config(presets[name], arm, 0, 25)
             assert unread_options(cfg, list(arm.options) + ["mini_batch_size", "micro_batch_size",
                                                             "rollout_batch_size"]) == [], (name, arm.name)
+
+
+def _rl_config(*flags):
+    from catsim.cli.llm.rl import rl_config_from_args
+    from catsim.cli.main import build_parser
+
+    return rl_config_from_args(build_parser().parse_args(["llm", "rl", "--base", "b", "--out", "o", *flags]))
+
+
+def test_dapo_with_a_binary_rule_refuses_its_overlong_shaping_that_never_acts(tmp_path, capsys, monkeypatch):
+    """Before: `--method dapo --advantage maxrl` ran as DAPO (label, config) while the overlong
+    punishment it turns on never reached the advantages (exit 0). --no-overlong-shaping accepts it."""
+    import catsim.llm.rl
+    from catsim.llm.rl.unread import check_options_act
+
+    monkeypatch.setattr(catsim.llm.rl, "run_rl", lambda *a, **k: pytest.fail("the run started"))
+    out = tmp_path / "rl"
+    assert main(["llm", "rl", "--base", str(tmp_path / "base"), "--out", str(out), "--method", "dapo",
+                 "--advantage", "maxrl"]) == 2
+    _one_line(capsys, "--method dapo turns on the soft overlong punishment, which --advantage maxrl never reads",
+              "--no-overlong-shaping")
+    assert not out.exists()
+    for acts in (["--advantage", "maxrl", "--no-overlong-shaping"], ["--advantage", "grpo"], []):
+        check_options_act(_rl_config("--method", "dapo", *acts), ["overlong_shaping"] if len(acts) == 3 else [])
+
+
+def test_a_binary_rule_reads_neither_the_reward_levels_nor_the_overlong_shaping():
+    """Why both are refused with a binary rule: the advantages and μ̂ are the same whatever Rc, Rw and
+    the overlong punishment; a rule on rewards reads them."""
+    from catsim.llm.rl.step import compute_advantages
+
+    rng = np.random.default_rng(0)
+    scores = (rng.random((4, 8)) < 0.5).astype(np.float32)
+    lengths = rng.integers(1, 33, (4, 8))
+
+    def run(*flags):
+        cfg = _rl_config("--max-new-tokens", "32", *flags)
+        return compute_advantages(scores, cfg, 0.5, lengths_PxN=lengths)[:2]
+
+    for rule in ("maxrl", "nsr"):
+        plain = run("--advantage", rule)
+        for other in (run("--advantage", rule, "--reward-correct", "3", "--reward-wrong", "-2"),
+                      run("--method", "dapo", "--advantage", rule, "--overlong-shaping")):
+            for x, y in zip(plain, other):
+                np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-6)
+    assert not np.allclose(run("--method", "dapo", "--advantage", "dr_grpo")[0],
+                           run("--method", "dapo", "--advantage", "dr_grpo", "--no-overlong-shaping")[0])
+    assert not np.allclose(run("--advantage", "dr_grpo")[0],
+                           run("--advantage", "dr_grpo", "--reward-correct", "3")[0])

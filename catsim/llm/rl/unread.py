@@ -7,7 +7,9 @@ command line while changing nothing: a reader of the run would believe it acted.
 names each such option with what would make it act; the CLI refuses the first in one line.
 
 Only options *given* are judged (a default is not a claim): `RLConfig` has no notion of given, so
-the caller passes the flat names it received. The Maze study's arms set their options in code
+the caller passes the flat names it received. One default is judged too (`unread_defaults`): a method's own setting
+that its run would never read while the run is still named after the method (DAPO's overlong
+punishment under a binary rule). The Maze study's arms set their options in code
 (`catsim.experiments.maze_arms`); each of them acts (tests/test_options_never_act.py).
 """
 
@@ -19,9 +21,10 @@ from catsim.objectives import registry
 
 EPS_RULES = registry.EPS_NAMES  # the rules that read registry.Options.eps (adv_eps)
 K_RULES = tuple(name for name in registry.NAMES if registry.get(name).needs_k)
+REWARD_RULES = tuple(name for name in registry.NAMES if not registry.get(name).binary)  # read Rc, Rw
 # what the asym-GRPO baseline-free advantages w⁺·r − w⁻·(1 − r) replace: the rule and its settings
 RULE_OPTIONS = ("advantage", "passk_k", "adv_eps", "adv_std", "w_reinforce_lambda", "positive_weight",
-                "batch_renorm")
+                "batch_renorm", "reward_correct", "reward_wrong")
 
 
 def _flag(name: str) -> str:
@@ -46,6 +49,10 @@ def _conditions(cfg: RLConfig) -> dict[str, tuple[bool, str]]:
                           "--asym-recompose; on for --method asym-grpo)")
     channels = (not cfg.use("channels"), "is read by the asym-GRPO channels only (--asym-channels; on for "
                                          "--method asym-grpo)")
+    # μ̂ = (R̄ − Rw)/(Rc − Rw) is the mean verifier score whatever Rc, Rw; the logged reward is that score
+    levels = (rule.binary, f"is read by the advantages on rewards only (--advantage {', '.join(REWARD_RULES)}): "
+                           f"--advantage {spec.advantage} reads the 0/1 outcome, and μ̂ is the mean score "
+                           "whatever the reward levels")
     tau_is_one = cfg.temperature_plan() == "constant" and r.temperature in (0.0, 1.0)
     return {
         "max_sampling_rounds": (not spec.dynamic_sampling, "is read by dynamic sampling only (--dynamic-sampling, "
@@ -56,6 +63,7 @@ def _conditions(cfg: RLConfig) -> dict[str, tuple[bool, str]]:
         "clip_low": (one_update, clip), "clip_high": (one_update, clip), "clip_ratio_c": (one_update, clip),
         "overlong_shaping": (bool(o.overlong_shaping) and rule.binary, overlong[1]),
         "overlong_buffer": overlong, "overlong_penalty": overlong,
+        "reward_correct": levels, "reward_wrong": levels,
         "adv_eps": (spec.advantage not in EPS_RULES, f"is read by the {', '.join(EPS_RULES)} advantages only"),
         "adv_std": (spec.advantage != "grpo", "is read by the grpo advantage only (the method's, or --advantage grpo)"),
         "passk_k": (spec.advantage not in K_RULES, f"is read by --advantage {', '.join(K_RULES)} only"),
@@ -89,9 +97,26 @@ def unread_options(cfg: RLConfig, given) -> list[tuple[str, str]]:
             if name in conditions and conditions[name][0]]
 
 
+def unread_defaults(cfg: RLConfig) -> list[tuple[str, str]]:
+    """[(flag, why)] of what `cfg`'s method turns on by default that its run would never read: DAPO's
+    soft overlong punishment (on for --method dapo, so never given) under a binary rule, which reads the
+    0/1 outcome, not the shaped rewards; the run would still be called DAPO."""
+    spec = cfg.method_spec()
+    if cfg.objective.overlong_shaping is None and spec.overlong_shaping and registry.get(spec.advantage).binary:
+        return [(f"--method {cfg.method}", f"turns on the soft overlong punishment, which --advantage "
+                 f"{spec.advantage} never reads (a binary rule reads the 0/1 outcome, not the shaped rewards); "
+                 f"give --no-overlong-shaping to run without it, or an --advantage on rewards "
+                 f"({', '.join(REWARD_RULES)})")]
+    return []
+
+
 def check_options_act(cfg: RLConfig, given) -> None:
-    """CatsimError (one line) naming the first option in `given` the run would never read."""
+    """CatsimError (one line) naming the first option in `given` the run would never read, or else a
+    setting its method turns on that it would never read (`unread_defaults`)."""
     unread = unread_options(cfg, given)
+    if not unread and unread_defaults(cfg):
+        flag, why = unread_defaults(cfg)[0]
+        raise CatsimError(f"{flag} {why}")
     if unread:
         flag, why = unread[0]
         more = f" (and {len(unread) - 1} more: {', '.join(f for f, _ in unread[1:])})" if len(unread) > 1 else ""
