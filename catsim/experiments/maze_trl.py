@@ -191,10 +191,21 @@ def _read(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, seed: 
     return read_piece(sdir / name / "eval.json", problem, say)
 
 
+def check_plan_has_gamma(sp: StudyPreset) -> None:
+    """The TRL runs train F-GRPO at γ = 0.5 (METHODS) beside catsim's own run of it: a study whose plan
+    has no γ = 0.5 would leave catsim's side of the cross-trainer table empty, so it is refused."""
+    missing = sorted({g for method, g in METHODS if method != "grpo" and g not in sp.gammas})
+    if missing:
+        raise CatsimError(f"--trainer trl trains F-GRPO at γ = {', '.join(f'{g:g}' for g in missing)} beside catsim's run "
+                          f"of it, but this study's γ are {', '.join(f'{g:g}' for g in sp.gammas)}: add "
+                          f"{', '.join(f'{g:g}' for g in missing)} to --gammas")
+
+
 def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, max_runs: int | None = None,
                   say=print) -> dict:
     """Train and evaluate the missing TRL runs (at most `max_runs` this call) and write trl.json (the
     pending runs listed when some remain; rerun to go on). The study's warm-ups must be there."""
+    check_plan_has_gamma(sp)
     try:
         import trl  # noqa: F401
     except ImportError:
