@@ -13,6 +13,7 @@ from, appended at every start or resume), so a run continued on another machine 
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -139,8 +140,6 @@ def _short(value) -> str:
 def run_pieces(run_dir: Path | str) -> list[dict]:
     """The provenance of each piece of the run in `run_dir` ({"from_step", **collect()}, oldest
     first); [] when the run recorded none (made before runs recorded it) or the file is unreadable."""
-    import json
-
     try:
         pieces = json.loads((Path(run_dir) / PIECES_FILE).read_text()).get("pieces")
     except (OSError, UnicodeDecodeError, ValueError, AttributeError):
@@ -152,8 +151,6 @@ def record_run_piece(run_dir: Path | str, start: int, record: dict | None = None
     """Record that the run in `run_dir` (re)starts at step `start` here: the pieces that began before
     `start` are kept (a piece that began at or after it was cut back by the resume), this process's
     `collect()` is appended, and the file is written atomically. Returns the pieces."""
-    import json
-
     from catsim.files import write_text
 
     pieces = [p for p in run_pieces(run_dir) if isinstance(p.get("from_step"), int) and p["from_step"] < start]

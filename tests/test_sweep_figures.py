@@ -18,7 +18,13 @@ TINY = ["--n", "2,4", "--seeds", "1", "--steps", "20", "--num-actions", "300", "
 def _sweep_config(argv: list[str]):
     """The SimConfig, sizes, γ and seeds `catsim sweep argv` would run (parsed like the CLI)."""
     from catsim.cli import sweep as sweep_cli
-    from catsim.cli._simargs import DEFAULT_GAMMAS, config_from_args, gammas, group_sizes, low_lr_gammas
+    from catsim.cli._simargs import (
+        DEFAULT_GAMMAS,
+        config_from_args,
+        gammas,
+        group_sizes,
+        low_lr_gammas,
+    )
 
     parser = argparse.ArgumentParser()
     sweep_cli.register(parser.add_subparsers())

@@ -17,14 +17,11 @@ from pathlib import Path
 
 from catsim import provenance
 
-# What makes two pieces' set-ups the same, for grouping (the DETERMINING fields but the version
-# numbers that the commit implies).
-_KEY = ("git_commit", "jax_version", "jaxlib_version", "cpu_model", "isa_flags", "xla_flags", "threads",
-        "backend", "device_count", "machine")
-
 
 def set_up_key(record: dict) -> tuple:
-    return tuple(json.dumps(record.get(k), sort_keys=True) for k in _KEY)
+    """What makes two pieces' set-ups the same, for grouping: the fields that decide the float
+    results (`provenance.DETERMINING`, which `provenance.differences` compares)."""
+    return tuple(json.dumps(record.get(k), sort_keys=True) for k in provenance.DETERMINING)
 
 
 def _runs(results: dict, arms: dict | None, trl: dict | None) -> list[dict]:

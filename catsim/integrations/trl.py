@@ -111,7 +111,7 @@ def read_fields(rule: str) -> set[str]:
     fields = {"advantage_rule", "focal_gamma", "reward_correct", "reward_wrong"}
     if rule != TRL_OWN and registry.get(rule).needs_k:
         fields.add("passk_k")
-    if rule in ("maxrl", "passk_best"):  # p̂ + ε, std + ε
+    if rule != TRL_OWN and registry.get(rule).reads_eps:  # MaxRL's p̂ + ε, passk_best's std + ε
         fields.add("advantage_eps")
     if rule == "w_reinforce":
         fields.add("w_reinforce_lambda")

@@ -114,10 +114,9 @@ def check_options_act(cfg: RLConfig, given) -> None:
     """CatsimError (one line) naming the first option in `given` the run would never read, or else a
     setting its method turns on that it would never read (`unread_defaults`)."""
     unread = unread_options(cfg, given)
-    if not unread and unread_defaults(cfg):
-        flag, why = unread_defaults(cfg)[0]
-        raise CatsimError(f"{flag} {why}")
     if unread:
         flag, why = unread[0]
         more = f" (and {len(unread) - 1} more: {', '.join(f for f, _ in unread[1:])})" if len(unread) > 1 else ""
         raise CatsimError(f"{flag} {why}; this run would not use it (leave it out){more}")
+    for flag, why in unread_defaults(cfg)[:1]:
+        raise CatsimError(f"{flag} {why}")
