@@ -21,7 +21,8 @@ def plot_frontier(arms: dict, results: dict, path: str | Path, m: int) -> Path:
             "k*", ms=12, label="warm-up")
     steps = {a["name"]: a["steps"] for a in arms["arms"]}
     shown = [s for s in arms["summary"] if not steps.get(s["arm"])]  # another horizon: its own figure
-    colors, markers = plt.get_cmap("tab10").colors, "osD^vPX<>hp"
+    tab20 = plt.get_cmap("tab20").colors  # the ten strong hues, then their light shades: 20 colours
+    colors, markers = tab20[0::2] + tab20[1::2], "osD^vPX<>hpd8"
     for i, s in enumerate(shown):
         x, y = s["pass_at_k"][str(m)], s["pass_at_k"]["1"]
         if s["arm"] == "grpo":  # the reference: what lies right of / above it keeps more than GRPO
