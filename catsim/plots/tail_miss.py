@@ -61,7 +61,8 @@ def figure_tail_miss_panels(
         ax.grid(alpha=0.3, which="both")
     axes[0][0].set_ylabel("Pr(active group, rare subset unsampled)")
     axes[0][0].legend(frameon=False, fontsize=9)
-    fig.suptitle("Lemma 3.1: tail-miss probability (stars: integer argmax)", fontsize=11)
+    sep = " " if len(mus) > 1 else "\n"  # one panel is narrower than the title's one line
+    fig.suptitle(f"Lemma 3.1: tail-miss probability{sep}(stars: integer argmax)", fontsize=11)
     fig.tight_layout()
     return fig
 
