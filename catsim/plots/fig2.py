@@ -31,6 +31,18 @@ def _lemma_curve(results: SimResults, method: str, sizes):
     return np.asarray(tail_miss_probability(np.asarray(sizes, dtype=float), tau, mu)), tau, mu
 
 
+def trajectory_sizes(group_sizes, curve_sizes=CURVE_GROUP_SIZES, most: int = 4) -> list[int]:
+    """The N whose trajectories panels (a) and (b) draw: `curve_sizes` when the grid holds them all
+    (the paper's grid), else the grid's own N — all of them up to `most`, else `most` spread evenly
+    over the sorted grid, its smallest and largest included."""
+    grid = sorted(int(n) for n in group_sizes)
+    if all(n in grid for n in curve_sizes):
+        return list(curve_sizes)
+    if len(grid) <= most:
+        return grid
+    return [grid[i] for i in sorted({round(j * (len(grid) - 1) / (most - 1)) for j in range(most)})]
+
+
 def plot_fig2(results: SimResults, path, *, method: str | None = None,
               curve_sizes=CURVE_GROUP_SIZES) -> Path:
     """Draw Fig. 2 for `method` (default: the first) and save it to `path` (.png, .pdf, …)."""
@@ -39,7 +51,7 @@ def plot_fig2(results: SimResults, path, *, method: str | None = None,
     method = method or results.methods[0]
     gammas = sorted(results.gammas)[:2]
     styles = {g: ls for g, ls in zip(gammas, ("-", "--"))}
-    sizes = [n for n in curve_sizes if n in results.group_sizes] or list(results.group_sizes)[:4]
+    sizes = trajectory_sizes(results.group_sizes, curve_sizes)
     colours = plt.get_cmap("viridis")(np.linspace(0.0, 0.85, len(sizes)))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), constrained_layout=True)
     steps = results.steps
