@@ -226,3 +226,138 @@ def test_read_fields_match_what_each_rule_reads():
             moved = any(not np.allclose(np.asarray(rule.advantages(r, registry.Options())),
                                         np.asarray(rule.advantages(r, registry.Options(**option)))) for r in groups)
             assert moved == (field in ctrl.read_fields(name)), (name, field)
+
+
+# --- success is what the user names: TRL's format + accuracy recipe ----------------------------
+
+def format_reward(completions, **kwargs):
+    """TRL's usual format reward, here one that every completion earns."""
+    return [1.0 for _ in completions]
+
+
+def accuracy(completion_ids, **kwargs):
+    """The accuracy reward: 0/1, mixed within groups at random init."""
+    return first_token_even(completion_ids)
+
+
+def _recording_success(base):
+    """`base` that also records each step's μ̂ and focal weight per group."""
+
+    class RecordingSuccess(base):
+        def _catsim_log(self, mode, advantages, mu_G, g_G):
+            self.seen["mu"].append(np.array(mu_G))
+            self.seen["g"].append(np.array(g_G))
+            return super()._catsim_log(mode, advantages, mu_G, g_G)
+
+    return RecordingSuccess
+
+
+@pytest.mark.parametrize("rule, gamma", [("grpo", 0.5), ("maxrl", 1.0)])
+def test_format_plus_accuracy_reads_success_from_accuracy(tmp_path, rule, gamma):
+    """μ̂ = the accuracy's success rate per group (not the sum's, which the format reward keeps at
+    >= 1: every group read as solved, weight 0, every advantage zeroed, or a range error at γ > 0)."""
+    _, cls = _plain_and_focal()
+    trainer = _trainer(_recording_success(cls), tmp_path=tmp_path, reward=[format_reward, accuracy],
+                       success_reward_funcs=["accuracy"], advantage_rule=rule, focal_gamma=gamma)
+    trainer.train()
+    seen = trainer.seen
+    assert len(seen["used"]) == len(seen["rewards"]) == len(seen["mu"]) == 2
+    failed = 0
+    for r_Bx2, a_trl, a_used, mu_G, g_G in zip(seen["rewards"], seen["trl"], seen["used"], seen["mu"], seen["g"]):
+        assert torch.equal(r_Bx2[:, 0], torch.ones(len(r_Bx2)))  # the format reward: always earned
+        acc_GxN = r_Bx2[:, 1].view(-1, G).numpy()
+        want_mu = np.array([float(adv_lib.success_rate(jnp.asarray(r))) for r in acc_GxN])
+        np.testing.assert_allclose(mu_G, acc_GxN.mean(axis=1), rtol=1e-6)
+        np.testing.assert_allclose(mu_G, want_mu, rtol=1e-6)
+        np.testing.assert_allclose(g_G, np.asarray(focal.focal_weight(jnp.asarray(want_mu), gamma)), rtol=1e-6)
+        failed += int((mu_G < 1).sum())
+        if rule == "grpo":  # TRL's advantages (of the summed reward) × the accuracy's focal weight
+            want = a_trl.view(-1, G) * torch.as_tensor(g_G, dtype=a_trl.dtype)[:, None]
+            torch.testing.assert_close(a_used.view(-1, G), want, rtol=1e-6, atol=1e-7)
+        else:  # the rule on the accuracy, × the focal weight (catsim.objectives on the same rewards)
+            options = registry.Options(eps=1e-6, ddof=1)
+            for r_N, a_N, g in zip(acc_GxN, a_used.view(-1, G).numpy(), g_G):
+                want = g * np.asarray(registry.get(rule).advantages(jnp.asarray(r_N), options))
+                np.testing.assert_allclose(a_N, want, rtol=1e-5, atol=1e-7)
+    assert failed >= 1 and any(a.abs().sum() > 0 for a in seen["used"])  # F-GRPO acted: not all zeroed
+    logged = [h["catsim/success_rate/mean"] for h in trainer.state.log_history if "catsim/success_rate/mean" in h]
+    np.testing.assert_allclose(logged, [mu.mean() for mu in seen["mu"]], rtol=1e-5)
+
+
+def test_several_reward_functions_without_a_success_choice_are_refused(tmp_path):
+    """Refused when the trainer is built, before the model is loaded (the model id here does not
+    exist, so loading it would fail otherwise), in one line that says what to pass."""
+    cls = ctrl.make_trainer()
+    for options in ({}, {"success_threshold": 0.5}):
+        args = ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=G, **options)
+        with pytest.raises(CatsimError) as e:
+            cls(model="no-such-org/no-such-model", reward_funcs=[format_reward, accuracy], args=args)
+        shown = str(e.value)
+        assert "2 reward functions (format_reward, accuracy) and no success_reward_funcs" in shown, shown
+        assert "success_reward_funcs=['accuracy']" in shown and "\n" not in shown
+
+
+@pytest.mark.parametrize("chosen, shown", [
+    (["acc"], "no reward function is named 'acc'; they are format_reward, accuracy (or give an index, 0 to 1)"),
+    ([2], "index 2 is out of range for 2 reward function(s) (format_reward, accuracy)"),
+    (["accuracy", 1], "names a reward function twice"),
+])
+def test_success_reward_funcs_must_name_a_reward_function(chosen, shown, tmp_path):
+    args = ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, success_reward_funcs=chosen)
+    with pytest.raises(CatsimError, match="success_reward_funcs") as e:
+        ctrl.success_columns(args, ["format_reward", "accuracy"])
+    assert shown in str(e.value) and "\n" not in str(e.value)
+
+
+def test_success_columns_and_thresholds(tmp_path):
+    def config(**options):
+        return ctrl.FGRPOConfig(output_dir=str(tmp_path), use_cpu=True, **options)
+
+    assert ctrl.success_columns(config(), ["r"]) is None  # one function: its reward level, as before
+    assert ctrl.success_columns(trl.GRPOConfig(output_dir=str(tmp_path), use_cpu=True), ["r"]) is None
+    assert ctrl.success_columns(config(success_threshold=0.5), ["r"]) == ((0,), 0.5)
+    names = ["format_reward", "accuracy", "length"]
+    assert ctrl.success_columns(config(success_reward_funcs=["accuracy"]), names) == ((1,), 1.0)
+    assert ctrl.success_columns(config(success_reward_funcs=[2, "accuracy"], success_threshold=0), names) == ((2, 1), 0.0)
+    assert ctrl.success_columns(config(success_reward_funcs=["2"]), names) == ((2,), 1.0)  # a command line's index
+    for bad, shown in ((dict(success_threshold=float("nan")), "success_threshold must be a finite number"),
+                       (dict(success_reward_funcs=[]), "success_reward_funcs must be a non-empty list"),
+                       (dict(success_reward_funcs=[True]), "is neither a reward function's name nor an index"),
+                       (dict(success_reward_funcs=["accuracy"], reward_correct=2.0),
+                        "does not read reward_correct = 2.0")):  # success is 0/1: the levels do nothing
+        with pytest.raises(CatsimError, match=shown):
+            config(**bad)
+
+
+def test_success_of_a_hand_computed_batch():
+    """1 where every success function that scored it reached the threshold; NaN where none scored it."""
+    nan = float("nan")
+    r_Bx3 = torch.tensor([[1.0, 1.0, 0.2], [0.0, 1.0, 0.9], [nan, 1.0, 0.0], [nan, nan, 1.0], [1.0, 0.5, nan]])
+    got = ctrl.success_of(r_Bx3, (0,), 1.0)
+    torch.testing.assert_close(got, torch.tensor([1.0, 0.0, nan, nan, 1.0]), equal_nan=True)
+    got = ctrl.success_of(r_Bx3, (0, 1), 1.0)
+    torch.testing.assert_close(got, torch.tensor([1.0, 0.0, 1.0, nan, 0.0]), equal_nan=True)
+    got = ctrl.success_of(r_Bx3, (2,), 0.9)
+    torch.testing.assert_close(got, torch.tensor([0.0, 1.0, 0.0, 1.0, nan]), equal_nan=True)
+
+
+# --- the TRL release: the private methods are checked, never silently assumed ----------------------
+
+def test_a_trl_without_the_overridden_methods_is_refused():
+    class Renamed:  # a TRL that renamed the method
+        def _generate_and_score_completions(self, inputs):
+            pass
+
+    class Reshaped(Renamed):  # a TRL that changed its parameters
+        def _calculate_rewards(self, inputs, prompts, completions):
+            pass
+
+    with pytest.raises(CatsimError, match=r"GRPOTrainer._calculate_rewards is no such method") as e:
+        ctrl.check_trl(Renamed)
+    assert "trl>=1.0,<1.17" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(CatsimError, match=r"is \(self, inputs, prompts, completions\), not \(self, inputs, "
+                                          r"prompts, completions, completion_ids_list\)"):
+        ctrl.check_trl(Reshaped)
+    ctrl.check_trl()  # the installed TRL passes
+    with pytest.raises(CatsimError, match="base must be trl's GRPOTrainer"):
+        ctrl.make_trainer(object)
