@@ -220,3 +220,19 @@ def test_a_custom_lemma_figure_keeps_its_title_inside(mus):
     fig = figure_tail_miss_panels(mus=mus, ns=list(range(1, 65)), rhos=None, taus=(0.01, 0.02))
     fig.canvas.draw()
     assert not _outside(fig)
+
+
+def test_cli_redraws_the_methods_figures_from_methods_json_alone(tmp_path, capsys):
+    import shutil
+
+    from catsim.cli.main import main
+
+    shutil.copy(FIGURES / "methods" / "methods.json", tmp_path / "methods.json")
+    assert main(["sweep", "--study", "methods", "--rerender", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.split() == [str(tmp_path / "methods_vs_n.png"),
+                                               str(tmp_path / "methods_frontier.png")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["methods.json", "methods_frontier.png", "methods_vs_n.png"]
+    assert main(["sweep", "--rerender", "--out", str(tmp_path)]) == 2  # fig2 has no rerender
+    assert "--study methods" in capsys.readouterr().err
+    assert main(["sweep", "--study", "methods", "--rerender", "--out", str(tmp_path / "none")]) == 2
+    assert "no methods.json" in capsys.readouterr().err

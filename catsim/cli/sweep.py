@@ -60,6 +60,9 @@ def register(subparsers) -> None:
     parser.add_argument("--part", default=None, metavar="I/P",
                         help="compute only part I of P of the cells and exit (job arrays; without a "
                              "coordinator); a later run without --part assembles (default: all cells)")
+    parser.add_argument("--rerender", action="store_true",
+                        help="--study methods: run nothing; redraw methods_vs_n.png and methods_frontier.png "
+                             "from the methods.json in the figures folder (default: --out) (default: off)")
     from catsim.cli.llm._distributed import add_distributed_options
     from catsim.tracking import add_log_to_argument
 
@@ -75,6 +78,8 @@ def run(args) -> int:
         from catsim.cli.horizons import run as run_horizons
 
         return run_horizons(args)
+    if args.rerender:
+        return _rerender_methods(args)
     from catsim.cli.llm._distributed import check_distributed_args, initialize_from_args
     from catsim.errors import CatsimError
     from catsim.experiments.fig2 import run_sweep
@@ -131,6 +136,21 @@ def run(args) -> int:
     say(done.table)
     say(f"results: {done.results_path}   figure: {', '.join(map(str, done.figures))}   "
         f"wall time: {done.seconds:.1f} s")
+    return 0
+
+
+def _rerender_methods(args) -> int:
+    """`--rerender`: the methods study's figures redrawn from its methods.json, nothing run."""
+    from catsim.errors import CatsimError
+    from catsim.experiments.methods import rerender_methods_study
+
+    if args.study != "methods":
+        raise CatsimError("--rerender redraws a methods study's figures: give it with --study methods")
+    if args.n is not None:  # it would not act: the figures draw the N methods.json holds
+        raise CatsimError("--rerender draws the group sizes methods.json holds; leave out the group sizes")
+    folder = Path(args.figures_dir or args.out or f"runs/sweep-{args.scenario}")
+    for path in rerender_methods_study(folder / "methods.json", folder):
+        print(path)
     return 0
 
 

@@ -167,6 +167,16 @@ class MethodsStudy:
     rate: np.ndarray | None = None
     ks: tuple = ()  # per method: a tuple of k per N, or None
 
+    @classmethod
+    def from_json(cls, saved: dict) -> MethodsStudy:
+        """The study `to_json` wrote (methods.json): what its figures are drawn from."""
+        rate = saved.get("update_rate")
+        ks = tuple(None if k is None else tuple(k) for k in saved.get("passk_k") or ())
+        return cls(tuple(saved["methods"]), tuple(int(n) for n in saved["group_sizes"]),
+                   np.asarray(saved["mret"], np.float64), np.asarray(saved["qpos"], np.float64),
+                   int(saved["steps"]), int(saved["seeds"]), 0.0,
+                   None if rate is None else np.asarray(rate, np.float64), ks)
+
     def mean(self, metric: str) -> np.ndarray:
         return np.nanmean(getattr(self, metric), axis=-1)
 
@@ -276,12 +286,29 @@ def run_methods_study(base: C.SimConfig, out_dir, *, group_sizes: Sequence[int] 
     table, saved = study.table() + "\n", json.dumps(study.to_json(), indent=1) + "\n"
     write_text(out / "methods.txt", table)
     write_text(out / "methods.json", saved)
-    from catsim.plots.methods import plot_frontier, plot_vs_n
-
     fig_dir = Path(figures_dir) if figures_dir is not None else out
-    plot_vs_n(study, fig_dir / "methods_vs_n.png")
-    plot_frontier(study, fig_dir / "methods_frontier.png")
+    _draw(study, fig_dir)
     if figures_dir is not None:
         write_text(fig_dir / "methods.txt", table)
         write_text(fig_dir / "methods.json", saved)
     return study
+
+
+def _draw(study: MethodsStudy, fig_dir: Path) -> list[Path]:
+    from catsim.plots.methods import plot_frontier, plot_vs_n
+
+    return [plot_vs_n(study, fig_dir / "methods_vs_n.png"), plot_frontier(study, fig_dir / "methods_frontier.png")]
+
+
+def rerender_methods_study(json_path, figures_dir) -> list[Path]:
+    """Redraw the study's figures (methods_vs_n.png, methods_frontier.png) into `figures_dir` from
+    the methods.json a run wrote, running nothing: how the committed figures are redrawn when only
+    their drawing changes."""
+    path = Path(json_path)
+    if not path.is_file():
+        raise CatsimError(f"{path}: no methods.json to redraw from (a methods study writes it)")
+    try:
+        study = MethodsStudy.from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as err:
+        raise CatsimError(f"{path}: not a methods study's methods.json ({err})") from None
+    return _draw(study, Path(figures_dir))

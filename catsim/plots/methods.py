@@ -10,31 +10,41 @@ import numpy as np
 from catsim.plots.save import save_figure
 
 
-def plot_vs_n(study, path) -> Path:
-    """(a) final Mret vs N, (b) final Qpos vs N; one line per method (seed mean, bars = seed std)."""
+def plot_vs_n(study, path, per_panel: int = 6) -> Path:
+    """Final Mret (top row) and Qpos (bottom row) against N, seed mean with seed std bars: the
+    methods after the first (the reference, GRPO in the study, drawn thick grey in every panel) split
+    over columns of at most `per_panel`, each column with its own legend under it."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
     n = np.asarray(study.group_sizes)
-    cmap = plt.get_cmap("tab20")
     trained = study.trained()
-    for i, name in enumerate(study.methods):
-        for ax, metric in zip(axes, ("mret", "qpos")):
-            values = getattr(study, metric)[i]
-            mean, std = np.nanmean(values, -1), np.nanstd(values, -1)
-            ax.errorbar(n, np.where(trained[i], mean, np.nan), yerr=std, color=cmap(i % 20),
-                        marker="o", ms=3, lw=1.2, capsize=2, label=name,
-                        ls="-" if i < 6 else "--")
-            if not trained[i].all():  # a rule that (almost) never moved the policy: a grey cross
-                ax.plot(n[~trained[i]], mean[~trained[i]], "x", color=cmap(i % 20), ms=7, mew=1.5)
-    for ax, title in zip(axes, ("(a) final Mret (retained rare correct mass)", "(b) final Qpos")):
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("group size N")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"methods study: {study.seeds} seeds, {study.steps} steps (paper scenario); "
-                 "x: the rule moved the policy on < 1 % of its steps (not a result)")
+    others = list(range(1, len(study.methods)))
+    columns = [others[i:i + per_panel] for i in range(0, len(others), per_panel)] or [[]]
+    fig, axes = plt.subplots(2, len(columns), figsize=(4.3 * len(columns), 6.4), squeeze=False,
+                             sharex=True, sharey="row")
+    colors, markers = plt.get_cmap("tab10").colors, "osD^vP<>"
+    for col, members in enumerate(columns):
+        for row, metric in enumerate(("mret", "qpos")):
+            ax = axes[row][col]
+            for rank, i in enumerate([0, *members]):
+                values = getattr(study, metric)[i]
+                mean, std = np.nanmean(values, -1), np.nanstd(values, -1)
+                color, marker = ("0.4", "s") if rank == 0 else (colors[rank - 1], markers[(rank - 1) % len(markers)])
+                ax.errorbar(n, np.where(trained[i], mean, np.nan), yerr=std, color=color, marker=marker, ms=4,
+                            lw=2.6 if rank == 0 else 1.3, capsize=2, label=study.methods[i])
+                if not trained[i].all():  # a rule that (almost) never moved the policy: a cross
+                    ax.plot(n[~trained[i]], mean[~trained[i]], "x", color=color, ms=8, mew=1.8, label="_untrained")
+            ax.set_xscale("log", base=2)
+            ax.grid(alpha=0.3)
+            if col == 0:
+                ax.set_ylabel("final Mret (rare correct mass kept)" if metric == "mret" else "final Qpos")
+            if row == 1:
+                ax.set_xlabel("group size N")
+        axes[1][col].legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
+    fig.suptitle(f"methods study: {study.seeds} seeds, {study.steps} steps (paper scenario), seed mean ± std; "
+                 f"{study.methods[0]} (thick grey) in every panel;\nx: the rule moved the policy on < 1 % of its "
+                 "steps (not a result)", fontsize=10)
+    fig.tight_layout()
     return save_figure(fig, path, dpi=120, bbox_inches="tight")
 
 
