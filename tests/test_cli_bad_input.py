@@ -8,11 +8,11 @@ from catsim.errors import CatsimError
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["sweep", "--n", ""], "--n: empty value"),
-    (["simulate", "--n", "1e12"], "group sizes must lie in [1, 2^30]"),
-    (["lemma", "--n", "2^0:2^1100"], "beyond 2^±62"),
-    (["lemma", "--n", "1:1e9"], "more than 100,000 values"),
-    (["simulate", "--n", "2", "--steps", "2", "--save", "/proc/version/x.npz"], "--save: cannot write"),
+    (["sweep", "--group-size", ""], "--group-size: empty value"),
+    (["simulate", "--group-size", "1e12"], "group sizes must lie in [1, 2^30]"),
+    (["lemma", "--group-size", "2^0:2^1100"], "beyond 2^±62"),
+    (["lemma", "--group-size", "1:1e9"], "more than 100,000 values"),
+    (["simulate", "--group-size", "2", "--steps", "2", "--save", "/proc/version/x.npz"], "--save: cannot write"),
     (["llm", "pipeline", "--out", "OUT", "--seeds", ""], "--seeds: empty list"),
     (["llm", "pipeline", "--out", "OUT", "--runs", " , "], "--runs: empty list"),
 ])

@@ -13,7 +13,7 @@ from llm_rl_helpers import make_base_model
 from catsim.cli.main import main
 
 MAZE = {"task": "maze", "config": {"size": 5, "n_train": 8, "n_heldout": 4}, "data_seed": 0}
-EVAL = ["--n", "2", "--prompts", "2", "--max-new-tokens", "4"]
+EVAL = ["--samples", "2", "--prompts", "2", "--max-new-tokens", "4"]
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,7 @@ def test_every_command_that_loads_a_model_names_its_damaged_file(model, tmp_path
     name = damage(model)
     out = tmp_path / "rl"
     argv = {"eval": ["llm", "eval", str(model), *EVAL],
-            "sample": ["llm", "sample", "--model", str(model), "--prompt", "UD", "--n", "1"],
-            "rl": ["llm", "rl", "--base", str(model), "--out", str(out), "--steps", "1", "--quiet"]}[command]
+            "sample": ["llm", "sample", "--model", str(model), "--prompt", "UD", "--samples", "1"],
+            "rl": ["llm", "rl", "--base", str(model), "--out", str(out), "--steps", "1", "--no-progress"]}[command]
     _one_line_error(capsys, argv, str(model / name))
     assert not out.exists()

@@ -36,18 +36,18 @@ def test_llm_rl_runs_the_pass_at_k_rules_at_the_default_k(rule, paths_base, tmp_
     must not re-check the run's k against N."""
     assert main(["llm", "rl", "--base", str(paths_base), "--out", str(tmp_path / "rl"), "--group-size", "8",
                  "--prompts-per-step", "1", "--max-new-tokens", "4", "--advantage", rule, "--steps", "1",
-                 "--quiet"]) == 0
+                 "--no-progress"]) == 0
     assert "warning" not in capsys.readouterr().err
 
 
 def test_simulate_checks_k_against_the_given_group_sizes(capsys):
-    assert main(["simulate", *SIM, "--n", "512", "--advantage", "pkpo", "--passk-k", "300", "--format", "json"]) == 0
-    assert main(["simulate", *SIM, "--n", "512", "--advantage", "passk_training", "--passk-k", "256",
+    assert main(["simulate", *SIM, "--group-size", "512", "--advantage", "pkpo", "--passk-k", "300", "--format", "json"]) == 0
+    assert main(["simulate", *SIM, "--group-size", "512", "--advantage", "passk_training", "--passk-k", "256",
                  "--format", "json"]) == 0
     assert "warning" not in capsys.readouterr().err  # k < N: no "trains nothing"
-    assert main(["simulate", *SIM, "--n", "128,512", "--advantage", "passk_training", "--passk-k", "256"]) == 2
+    assert main(["simulate", *SIM, "--group-size", "128,512", "--advantage", "passk_training", "--passk-k", "256"]) == 2
     _one_line_error(capsys, "passk_k = 256 exceeds the group size N = 128")
-    assert main(["simulate", *SIM, "--n", "256,512", "--advantage", "passk_training", "--passk-k", "256",
+    assert main(["simulate", *SIM, "--group-size", "256,512", "--advantage", "passk_training", "--passk-k", "256",
                  "--format", "json"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "passk_k = N = 256" in err[0] and "warning" in err[0]  # said once, for N = 256
@@ -55,12 +55,12 @@ def test_simulate_checks_k_against_the_given_group_sizes(capsys):
 
 def test_sweep_checks_k_against_its_group_sizes(tmp_path, capsys):
     out = tmp_path / "s"
-    assert main(["sweep", *SIM, "--n", "8", "--gamma", "0", "--seeds", "1", "--advantage", "pkpo",
+    assert main(["sweep", *SIM, "--group-size", "8", "--gamma", "0", "--seeds", "1", "--advantage", "pkpo",
                  "--passk-k", "300", "--out", str(out), "--no-progress"]) == 2
     _one_line_error(capsys, "passk_k = 300 exceeds the group size N = 8")
     assert not out.exists()
-    assert main(["sweep", *SIM, "--n", "512", "--gamma", "0", "--seeds", "1", "--log-every", "1",
-                 "--advantage", "pkpo", "--passk-k", "300", "--out", str(out), "--figures-dir", str(out),
+    assert main(["sweep", *SIM, "--group-size", "512", "--gamma", "0", "--seeds", "1", "--log-every", "1",
+                 "--advantage", "pkpo", "--passk-k", "300", "--out", str(out), "--figures", str(out),
                  "--no-progress"]) == 0
 
 
@@ -74,7 +74,7 @@ def test_sweep_checks_k_against_its_group_sizes(tmp_path, capsys):
 ])
 def test_methods_study_refuses_options_that_relabel_its_rows(flags, named, tmp_path, capsys):
     out = tmp_path / "m"
-    assert main(["sweep", "--study", "methods", *SIM, "--n", "2,8", "--seeds", "1", *flags,
+    assert main(["sweep", "--study", "methods", *SIM, "--group-size", "2,8", "--seeds", "1", *flags,
                  "--out", str(out)]) == 2
     _one_line_error(capsys, named, "--study methods")
     assert not out.exists()
@@ -101,7 +101,7 @@ def test_gamma_beyond_float32_is_refused_before_any_work(paths_base, tmp_path, c
     _one_line_error(capsys, "gamma_start")
     out = tmp_path / "rl"
     assert main(["llm", "rl", "--base", str(paths_base), "--out", str(out), "--gamma", "1e39", "--steps", "1",
-                 "--quiet"]) == 2
+                 "--no-progress"]) == 2
     _one_line_error(capsys, "gamma")
     assert not out.exists()
     from catsim.sim import config as C
@@ -119,7 +119,7 @@ def test_llm_rl_refuses_a_base_inside_its_output(paths_base, tmp_path, capsys):
     shutil.copytree(paths_base, run / "model")
     before = (run / "model" / "model.safetensors").read_bytes()
     for extra in ([], ["--overwrite"]):
-        assert main(["llm", "rl", "--base", str(run / "model"), "--out", str(run), "--steps", "1", "--quiet",
+        assert main(["llm", "rl", "--base", str(run / "model"), "--out", str(run), "--steps", "1", "--no-progress",
                      *extra]) == 2
         _one_line_error(capsys, "lies inside the output directory")
     assert (run / "model" / "model.safetensors").read_bytes() == before
@@ -142,13 +142,13 @@ def test_sft_refuses_a_task_that_cannot_make_prompts_before_writing(tmp_path, ca
 
 # ------------------------------------------------------------------------ advise
 def test_advise_without_rare_prompts_prints_no_numpy_warning(paths_base, tmp_path, capsys):
-    assert main(["llm", "advise", "--model", str(paths_base), "--n", "2", "--prompts", "2", "--bootstrap", "2",
-                 "--group-sizes", "2,4", "--figure", "none", "--format", "json"]) == 0
+    assert main(["llm", "advise", "--model", str(paths_base), "--samples", "2", "--prompts", "2", "--bootstrap", "2",
+                 "--group-size", "2,4", "--figure", "none", "--format", "json"]) == 0
     captured = capsys.readouterr()
     assert "RuntimeWarning" not in captured.err and "Mean of empty slice" not in captured.err
     assert json.loads(captured.out)["group_sizes"] == [2, 4]
-    assert main(["llm", "advise", "--model", str(paths_base), "--n", "2", "--prompts", "2", "--bootstrap", "2",
-                 "--group-sizes", "2,4", "--figure", "none"]) == 0
+    assert main(["llm", "advise", "--model", str(paths_base), "--samples", "2", "--prompts", "2", "--bootstrap", "2",
+                 "--group-size", "2,4", "--figure", "none"]) == 0
     captured = capsys.readouterr()
     assert "RuntimeWarning" not in captured.err and "Mean of empty slice" not in captured.err
 

@@ -13,7 +13,7 @@ from catsim.theory.tail_miss import active_probability, tail_miss_probability
 
 
 def test_csv_table_columns_and_values(capsys):
-    assert main(["lemma", "--n", "1:4", "--tau", "0.01", "--mu-pos", "0.5,0.8", "--format", "csv"]) == 0
+    assert main(["lemma", "--group-size", "1:4", "--tau", "0.01", "--mu-pos", "0.5,0.8", "--format", "csv"]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert list(rows[0]) == ["n", "tau", "mu_pos", "pr_tail_miss", "pr_active"]
     assert len(rows) == 8
@@ -24,7 +24,7 @@ def test_csv_table_columns_and_values(capsys):
 
 
 def test_json_table_with_rho(capsys):
-    assert main(["lemma", "--n", "2^0:2^3", "--rho", "0.1", "--mu-pos", "0.5", "--format", "json"]) == 0
+    assert main(["lemma", "--group-size", "2^0:2^3", "--rho", "0.1", "--mu-pos", "0.5", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert [r["n"] for r in rows] == [1, 2, 4, 8]
     assert all(r["tau"] == pytest.approx(0.05) for r in rows)
@@ -51,7 +51,7 @@ def test_figures_written(tmp_path, capsys):
         png = tmp_path / f"{stem}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (tmp_path / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
-    assert main(["lemma", "--n", "1:64", "--tau", "0.01,0.02", "--mu-pos", "0.5", "--out", str(tmp_path)]) == 0
+    assert main(["lemma", "--group-size", "1:64", "--tau", "0.01,0.02", "--mu-pos", "0.5", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "lemma31_custom.png").stat().st_size > 1000
 
 
@@ -60,9 +60,9 @@ def test_figures_written(tmp_path, capsys):
     [
         ["--tau", "0.6", "--mu-pos", "0.5", "--format", "csv"],
         ["--mu-pos", "1.2", "--format", "csv"],
-        ["--n", "0", "--format", "csv"],
-        ["--n", "abc", "--format", "csv"],
-        ["--n", "", "--format", "csv"],
+        ["--group-size", "0", "--format", "csv"],
+        ["--group-size", "abc", "--format", "csv"],
+        ["--group-size", "", "--format", "csv"],
         ["--tau", "0.1", "--rho", "0.1"],
         ["--tau", "0.6", "--mu-pos", "0.5"],
         ["--peaks", "--tau", "0.5", "--mu-pos", "0.5"],
@@ -103,7 +103,7 @@ def test_verify_exit_code_on_failure(monkeypatch, capsys):
 
 
 def test_console_entry_point_subprocess():
-    result = subprocess.run([sys.executable, "-m", "catsim", "lemma", "--n", "0", "--format", "csv"],
+    result = subprocess.run([sys.executable, "-m", "catsim", "lemma", "--group-size", "0", "--format", "csv"],
                             capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1
@@ -113,7 +113,7 @@ def test_a_reader_that_stops_early_ends_the_command_quietly():
     """`catsim lemma ... | head -1`: the 300 kB table fills the pipe, the reader closes it after one
     line, and the command ends with SIGPIPE's exit code and nothing on stderr (was "error: Broken
     pipe", rc 2)."""
-    proc = subprocess.Popen([sys.executable, "-m", "catsim", "lemma", "--n", "1:512", "--format", "csv"],
+    proc = subprocess.Popen([sys.executable, "-m", "catsim", "lemma", "--group-size", "1:512", "--format", "csv"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline().startswith(b"n,tau,mu_pos")
     proc.stdout.close()

@@ -12,7 +12,7 @@ from catsim.experiments import advise_study
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("advise") / "study"
-    assert main(["llm", "advise-study", "--out", str(out), "--quick", "--quiet"]) == 0
+    assert main(["llm", "advise-study", "--out", str(out), "--quick", "--no-progress"]) == 0
     return out
 
 
@@ -34,7 +34,7 @@ def test_study_writes_results_and_figure(study):
 def test_advise_cli_table_json_and_figure(study, tmp_path, capsys, monkeypatch):
     base = study / "base"
     fig = tmp_path / "risk.png"
-    args = ["llm", "advise", "--model", str(base), "--task", "paths", "--n", "8", "--prompts", "6", "--group-sizes", "2,4,8",
+    args = ["llm", "advise", "--model", str(base), "--task", "paths", "--samples", "8", "--prompts", "6", "--group-size", "2,4,8",
             "--bootstrap", "10", "--rare", "tail:0.5", "--figure", str(fig)]
     assert main(args + ["--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -53,9 +53,9 @@ def test_advise_cli_table_json_and_figure(study, tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--n", "1"], "--n must be at least 2"),
-    (["--group-sizes", ""], "empty value"),
-    (["--group-sizes", "0,4"], "each N"),
+    (["--samples", "1"], "--samples must be at least 2"),
+    (["--group-size", ""], "empty value"),
+    (["--group-size", "0,4"], "each N"),
     (["--rare", "often:0.1"], "unknown rare rule"),
     (["--target-risk", "1.5"], "--target-risk"),
     (["--figure", "/nonexistent-dir/x.png"], "cannot write"),
@@ -90,11 +90,11 @@ def test_the_default_figure_goes_into_the_model_directory_not_the_cwd(tmp_path, 
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    assert main(["llm", "advise", "--model", str(model), "--n", "2", "--prompts", "2", "--group-sizes", "2",
+    assert main(["llm", "advise", "--model", str(model), "--samples", "2", "--prompts", "2", "--group-size", "2",
                  "--bootstrap", "2"]) == 0
     assert f"figure: {model / 'advise_risk.png'}" in capsys.readouterr().err
     assert (model / "advise_risk.png").read_bytes()[:4] == b"\x89PNG"
     assert list(cwd.iterdir()) == []
     monkeypatch.setattr("os.access", lambda path, mode: False)  # a model folder that cannot take it
-    assert main(["llm", "advise", "--model", str(model), "--n", "2", "--prompts", "2"]) == 2
+    assert main(["llm", "advise", "--model", str(model), "--samples", "2", "--prompts", "2"]) == 2
     assert "give --figure PATH, or --figure none" in capsys.readouterr().err  # one line saying what to do

@@ -287,6 +287,6 @@ def test_bad_json_and_cli_one_line_error(good_dir, capsys):
         load_model(good_dir)
     from catsim.cli.main import main
 
-    assert main(["llm", "sample", "--model", str(good_dir), "--prompt", "w1", "--n", "1"]) == 2
+    assert main(["llm", "sample", "--model", str(good_dir), "--prompt", "w1", "--samples", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("catsim llm sample: error:") and "not valid JSON" in err and "\n" not in err

@@ -29,7 +29,7 @@ def _json_lines(text):
 
 def test_sample_prints_n_completions_per_prompt(model_dir, capsys):
     args = ["llm", "sample", "--model", str(model_dir), "--prompt", "w5 w6", "--prompt", "w9",
-            "--n", "4", "--max-new-tokens", "6", "--seed", "3", "--json"]
+            "--samples", "4", "--max-new-tokens", "6", "--seed", "3", "--format", "json"]
     assert main(args) == 0
     rows = _json_lines(capsys.readouterr().out)
     assert [(r["prompt_id"], r["sample_id"]) for r in rows] == [(p, s) for p in range(2) for s in range(4)]
@@ -45,8 +45,8 @@ def test_sample_prints_n_completions_per_prompt(model_dir, capsys):
 
 
 def test_stop_token_is_not_part_of_the_text(model_dir, capsys):
-    args = ["llm", "sample", "--model", str(model_dir), "--prompt", "w5", "--n", "8",
-            "--max-new-tokens", "48", "--seed", "1", "--json"]
+    args = ["llm", "sample", "--model", str(model_dir), "--prompt", "w5", "--samples", "8",
+            "--max-new-tokens", "48", "--seed", "1", "--format", "json"]
     assert main(args) == 0
     rows = _json_lines(capsys.readouterr().out)
     finished = [r for r in rows if r["finished"]]
@@ -58,12 +58,12 @@ def test_stop_token_is_not_part_of_the_text(model_dir, capsys):
 
 def test_sample_text_output(model_dir, capsys):
     """Plain-text output; same seed and (prompt id, sample index) give the same completion."""
-    args = ["llm", "sample", "--model", str(model_dir), "--prompt", "w5 w6", "--n", "2",
+    args = ["llm", "sample", "--model", str(model_dir), "--prompt", "w5 w6", "--samples", "2",
             "--max-new-tokens", "6", "--seed", "3"]
     assert main(args) == 0
     blocks = capsys.readouterr().out.split("--- prompt ")[1:]
     assert len(blocks) == 2 and blocks[0].startswith("0 sample 0 (") and blocks[1].startswith("0 sample 1 (")
-    assert main(args + ["--json"]) == 0
+    assert main(args + ["--format", "json"]) == 0
     rows = _json_lines(capsys.readouterr().out)
     assert [b.split("\n", 1)[1].rstrip("\n") for b in blocks] == [r["text"] for r in rows]
 

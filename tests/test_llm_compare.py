@@ -107,7 +107,7 @@ def test_compare_quick_end_to_end(tmp_path, capsys):
                     task_spec={"task": "maze", "config": {k: list(v) if isinstance(v, tuple) else v
                                                           for k, v in options.items()}})
     out, pub = tmp_path / "cmp", tmp_path / "pub"
-    code = main(["llm", "compare", "--quick", "--quiet", "--out", str(out), "--publish", str(pub),
+    code = main(["llm", "compare", "--quick", "--no-progress", "--out", str(out), "--publish", str(pub),
                  "--base-model", f"maze={tmp_path / 'base'}", "--runs", "grpo:4"])  # one plain run: fewest compilations
     assert code == 0
     printed = capsys.readouterr().out

@@ -96,7 +96,7 @@ def test_arms_resume_on_a_fresh_clone_and_reuse_finished_runs(tiny_study, tmp_pa
 def test_a_damaged_arm_piece_is_recomputed_with_one_line(tiny_study, tmp_path, capsys):
     out = tmp_path / "study"
     shutil.copytree(tiny_study, out)
-    argv = ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]
+    argv = ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--arms", "all"]
     assert main(argv) == 0
     good = json.loads((out / "arms.json").read_text())
     piece = out / "s0" / "arm-f-dapo-g0.5-N2" / "eval.json"
@@ -178,7 +178,7 @@ def test_cli_refuses_in_one_line(tiny_study, tmp_path, capsys):
                       (["--out", str(tiny_study), "--preset", "tiny", "--arms", "all", "--max-runs", "-1"],
                        "--max-runs must be >= 0")):
         capsys.readouterr()
-        assert main(["llm", "maze-study", "--quiet", *argv]) == 2
+        assert main(["llm", "maze-study", "--no-progress", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert why in err and "\n" not in err and "Traceback" not in err
     assert not (tmp_path / "none").exists() and not (tmp_path / "p").exists()
@@ -187,10 +187,10 @@ def test_cli_refuses_in_one_line(tiny_study, tmp_path, capsys):
 def test_report_has_the_arms_section_and_figures(tiny_study, tmp_path):
     out = tmp_path / "study"
     shutil.copytree(tiny_study, out)
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]) == 0
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--arms", "all"]) == 0
     written = (out / "arms.json").read_text()
     (out / "arms.json").unlink()  # --max-runs 0 trains nothing and writes arms.json again from the runs
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all",
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--arms", "all",
                  "--max-runs", "0"]) == 0
     assert json.loads((out / "arms.json").read_text())["runs"] == json.loads(written)["runs"]
     report = tmp_path / "report"
@@ -236,7 +236,7 @@ def armed(tiny_study, tmp_path_factory):
     own, relabelled: what the summaries do with TRL runs, not TRL's training, is under test)."""
     out = tmp_path_factory.mktemp("armed") / "study"
     shutil.copytree(tiny_study, out)
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "all"]) == 0
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--arms", "all"]) == 0
     if importlib.util.find_spec("trl") is not None:
         for ev_path in sorted(out.glob("s0/*grpo-N2*/eval.json")):
             ev = json.loads(ev_path.read_text())
@@ -244,7 +244,7 @@ def armed(tiny_study, tmp_path_factory):
             (out / "s0" / name).mkdir()
             (out / "s0" / name / "eval.json").write_text(json.dumps(
                 {**ev, "trainer": "trl", "label": name, "curve": [], "versions": {"trl": "stand-in"}}))
-        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--trainer", "trl",
+        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--trainer", "trl",
                      "--max-runs", "0"]) == 0
     return out
 
@@ -262,7 +262,7 @@ def test_a_call_that_trains_nothing_changes_no_summary(armed, tmp_path, capsys):
     calls = [["--arms", "grpo-kl", "--max-runs", "0"], ["--arms", "f-dapo-g0.5"], ["--arms", "all", "--max-runs", "0"],
              [], ["--max-runs", "1"], *([["--trainer", "trl", "--max-runs", "0"]] if "trl.json" in files else [])]
     for argv in calls:
-        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", *argv]) == 0, argv
+        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", *argv]) == 0, argv
         assert {name: (out / name).read_bytes() for name in files} == files, argv
     printed = capsys.readouterr().out
     assert "6 arm runs finished, 0 pending" in printed  # every arm, whichever was asked about
@@ -275,14 +275,14 @@ def test_asking_about_one_arm_keeps_every_other(armed, tmp_path):
     shutil.copytree(armed, out)
     before = json.loads((out / "arms.json").read_text())
     shutil.rmtree(out / "s0" / "arm-grpo-kl-N2")
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "grpo-kl",
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--arms", "grpo-kl",
                  "--max-runs", "0"]) == 0
     pending = json.loads((out / "arms.json").read_text())
     assert pending["pending"] == ["s0/arm-grpo-kl-N2"] and [a["name"] for a in pending["arms"]] == \
         [a["name"] for a in before["arms"]]
     assert [s for s in pending["summary"] if s["arm"] != "grpo-kl"] == \
         [s for s in before["summary"] if s["arm"] != "grpo-kl"]
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", "--arms", "grpo-kl"]) == 0
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", "--arms", "grpo-kl"]) == 0
     after = json.loads((out / "arms.json").read_text())
     assert _numbers(after) == _numbers(before) and after["headline"] == before["headline"]
 

@@ -82,8 +82,8 @@ def test_pooled_test_over_seeds_hand_case():
 @pytest.mark.parametrize("argv, message", [
     (["--preset", "huge"], "unknown maze-study preset"),
     (["--seeds", "0"], "--seeds must be >= 1"),
-    (["--gammas", "0"], "gammas must be > 0"),
-    (["--group-sizes", "3"], "must be divisible by N = 3"),
+    (["--gamma", "0"], "gammas must be > 0"),
+    (["--group-size", "3"], "must be divisible by N = 3"),
     (["--paper-shapes"], "--paper-shapes goes with --preset tiny"),
     (["--max-runs", "0"], "--max-runs must be >= 1"),
 ])
@@ -104,8 +104,8 @@ def test_report_from_results(tmp_path, capsys):
 def doubled(tmp_path_factory):
     """The tiny study run by a command that names one γ and one N twice (issue 50, defect 4)."""
     out = tmp_path_factory.mktemp("doubled") / "study"
-    rc = main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--gammas", "0.5,0.5",
-               "--group-sizes", "2,2", "--quiet"])
+    rc = main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--gamma", "0.5,0.5",
+               "--group-size", "2,2", "--no-progress"])
     return rc, out
 
 
@@ -122,8 +122,8 @@ def test_a_value_given_twice_is_one_run(doubled, capsys):
     tiny = json.loads(json.dumps(dataclasses.asdict(maze_presets.tiny())))
     assert json.loads((out / "study.json").read_text())["preset"] == results["preset"] == tiny
     capsys.readouterr()
-    for argv in (["--gammas", "0.5,0.5"], ["--group-sizes", "2,2"], []):  # read back, not refused or rerun
-        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", *argv]) == 0
+    for argv in (["--gamma", "0.5,0.5"], ["--group-size", "2,2"], []):  # read back, not refused or rerun
+        assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", *argv]) == 0
         assert len(json.loads((out / "results.json").read_text())["runs"]) == 2
     assert "Traceback" not in capsys.readouterr().err
     with pytest.raises(Exception, match="one N two seed counts"):  # the library: an N named twice, ambiguously
@@ -173,9 +173,9 @@ def test_report_moves_in_once_made(doubled, tmp_path, capsys):
     (["--trainer", "trl"], "--report runs nothing: --trainer trl does not go with it"),
     (["--log-to", "tensorboard"], "--report runs nothing: --log-to does not go with it"),
     (["--preset", "cpu"], "is the 'tiny' study, with other settings than those given (checkpoints"),
-    (["--preset", "tiny", "--gammas", "1"], "is the 'tiny' study, with other settings than those given (gammas)"),
+    (["--preset", "tiny", "--gamma", "1"], "is the 'tiny' study, with other settings than those given (gammas)"),
     (["--preset", "tiny"], None),
-    (["--preset", "tiny", "--gammas", "0.5", "--paper-shapes"], "with other settings than those given (heads"),
+    (["--preset", "tiny", "--gamma", "0.5", "--paper-shapes"], "with other settings than those given (heads"),
 ])
 def test_report_refuses_options_that_would_not_act(argv, message, doubled, tmp_path, capsys):
     """`--report` runs nothing and reports the study in --out as it is: an option that would run
@@ -210,7 +210,7 @@ def test_max_runs_stops_before_the_next_seeds_warm_up(doubled, tmp_path):
     shutil.copy(src / "base_eval.json", out / "base_eval.json")
     shutil.copytree(src / "grpo-N2", out / "grpo-N2")  # s0's GRPO run finished, its F-GRPO run not
     assert main(["llm", "maze-study", "--out", str(out.parent), "--preset", "tiny", "--seeds", "2", "--max-runs", "1",
-                 "--quiet"]) == 0
+                 "--no-progress"]) == 0
     assert (out / "f-grpo-N2-g0.5" / "eval.json").is_file() and not (out.parent / "s1").exists()
 
 

@@ -58,7 +58,7 @@ def test_committed_study_resumes_on_a_fresh_clone(tmp_path):
 
 def test_damaged_pieces_are_recomputed_with_one_line(tmp_path, capsys):
     out = tmp_path / "study"
-    argv = ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet"]
+    argv = ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress"]
     assert main(argv) == 0
     first = json.loads((out / "results.json").read_text())
     capsys.readouterr()
@@ -90,7 +90,7 @@ def test_damaged_warm_up_is_refused_in_one_line(tmp_path, capsys):
     weights = out / "s0" / "base" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
     capsys.readouterr()
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet"]) == 2
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert "warm-up model not usable" in err and "\n" not in err and "Traceback" not in err
     assert f"move {out / 's0'} aside" in err and "delete" not in err  # the advice keeps the seed's results
@@ -121,7 +121,7 @@ def _files(root: Path) -> dict:
 
 
 def _tiny(out: Path, *argv) -> list[str]:
-    return ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--quiet", *argv]
+    return ["llm", "maze-study", "--out", str(out), "--preset", "tiny", "--no-progress", *argv]
 
 
 @pytest.mark.parametrize("keep_results", [True, False])
@@ -136,7 +136,7 @@ def test_another_preset_is_refused_before_anything_is_written(finished, keep_res
         (out / "results.json").unlink()
     before = _files(out)
     capsys.readouterr()
-    assert main(["llm", "maze-study", "--out", str(out), "--preset", "cpu", "--quiet"]) == 2
+    assert main(["llm", "maze-study", "--out", str(out), "--preset", "cpu", "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert "study.json is missing" in err and "\n" not in err and "Traceback" not in err
     assert ("'tiny'" if keep_results else "(those of --preset tiny)") in err

@@ -85,7 +85,7 @@ def test_cli_trl_refusals(tiny_study, tmp_path, capsys):
     for argv, why in ((["--out", str(tiny_study), "--trainer", "trl", "--arms", "all"], "separate runs"),
                       (["--out", str(tmp_path / "none"), "--trainer", "trl"], "holds no maze study")):
         capsys.readouterr()
-        assert main(["llm", "maze-study", "--preset", "tiny", "--quiet", *argv]) == 2
+        assert main(["llm", "maze-study", "--preset", "tiny", "--no-progress", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert why in err and "\n" not in err and "Traceback" not in err
     assert not (tmp_path / "none").exists()
@@ -95,10 +95,10 @@ def test_cli_trl_refuses_a_study_without_gamma_one_half(tmp_path, capsys):
     """The TRL runs train F-GRPO at γ = 0.5: on a study whose plan has no γ = 0.5 catsim's side of the
     cross-trainer table would be empty ("–"), so it is refused in one line before any work."""
     out = tmp_path / "study"
-    assert main(["llm", "maze-study", "--preset", "tiny", "--quiet", "--out", str(out), "--trainer", "trl",
-                 "--gammas", "1"]) == 2
+    assert main(["llm", "maze-study", "--preset", "tiny", "--no-progress", "--out", str(out), "--trainer", "trl",
+                 "--gamma", "1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "γ = 0.5" in err and "--gammas" in err and "\n" not in err and "Traceback" not in err
+    assert "γ = 0.5" in err and "--gamma" in err and "\n" not in err and "Traceback" not in err
     assert not out.exists()
     with pytest.raises(CatsimError, match="γ = 0.5"):  # the function beneath, before any file
         maze_trl.run_trl_study(out, maze_presets.tiny().with_overrides(gammas=[1.0]), **QUIET)

@@ -36,11 +36,11 @@ SFT = ["llm", "sft", "--task", "maze", "--size", "5", "--n-heldout", "8", "--ste
        "--hidden", "32", "--layers", "2", "--heads", "2", "--warmup-steps", "0", "--save-every", "2",
        "--eval-prompts", "4", "--eval-samples", "0", "--no-progress", "--format", "json"]  # greedy eval only
 # the sampler shapes of library_eval's pass@k (8 rows, 6 new tokens): one compiled program for both
-SAMPLE = ["llm", "sample", "--prompt", "UDU>", "--prompt", "DDU>", "--n", "4", "--max-new-tokens", "6", "--json"]
-EVAL = ["llm", "eval", "--n", "2", "--prompts", "4", "--batch-size", "8"]
+SAMPLE = ["llm", "sample", "--prompt", "UDU>", "--prompt", "DDU>", "--samples", "4", "--max-new-tokens", "6", "--format", "json"]
+EVAL = ["llm", "eval", "--samples", "2", "--prompts", "4", "--batch-size", "8"]
 # the task's held-out prompts through `llm sample --task` (the model's own task file)
-SAMPLE_TASK = ["llm", "sample", "--task", "maze", "--task-prompts", "2", "--n", "2", "--max-new-tokens", "6",
-               "--json", "--quiet"]
+SAMPLE_TASK = ["llm", "sample", "--task", "maze", "--task-prompts", "2", "--samples", "2", "--max-new-tokens", "6",
+               "--format", "json", "--no-progress"]
 
 WORKER = textwrap.dedent("""
     import contextlib, io, json, sys
@@ -68,7 +68,7 @@ WORKER = textwrap.dedent("""
     cli("sft-stop", {sft!r} + ["--out", str(root / "multi-sft"), "--stop-after", "2"])
     cli("sft", {sft!r} + ["--out", str(root / "multi-sft")])
     cli("sample", {sample!r} + ["--model", str(root / "base")])
-    cli("eval", {eval!r} + [str(root / "multi-sft"), "--json", str(root / f"eval-{{pid}}.json")])
+    cli("eval", {eval!r} + [str(root / "multi-sft"), "--save", str(root / f"eval-{{pid}}.json")])
     cli("sample-task", {sample_task!r} + ["--model", str(root / "multi-sft")])
     (root / f"library-{{pid}}.json").write_text(json.dumps(library_eval(root, make_mesh(data=2, fsdp=2))))
     print("WORKER-OK", pid, flush=True)
@@ -119,7 +119,7 @@ def job(tmp_path_factory):
                   "library": library_eval(root, None)}
     finally:
         wait_all(procs, root)
-    single["eval"] = _cli(EVAL + [str(root / "multi-sft"), "--json", str(root / "eval-single.json")])
+    single["eval"] = _cli(EVAL + [str(root / "multi-sft"), "--save", str(root / "eval-single.json")])
     single["sample-task"] = _cli(SAMPLE_TASK + ["--model", str(root / "multi-sft")])
     return root, single
 

@@ -16,8 +16,8 @@ from catsim.cli.main import main
 from catsim.llm import safeguards
 from catsim.llm.safeguards import NonFinite
 
-TINY_RL = ["--group-size", "4", "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--quiet"]
-EVAL = ["--n", "2", "--prompts", "2", "--max-new-tokens", "4", "--quiet"]
+TINY_RL = ["--group-size", "4", "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--no-progress"]
+EVAL = ["--samples", "2", "--prompts", "2", "--max-new-tokens", "4", "--no-progress"]
 
 
 def _one_line_error(capsys, *needles) -> str:
@@ -81,7 +81,7 @@ def test_rl_that_diverges_stops_with_its_last_good_state_kept(paths_base, tmp_pa
     last good one, and that state resumes (to a finite model)."""
     out = tmp_path / "rl"
     argv = ["llm", "rl", "--base", str(paths_base), "--out", str(out), "--advantage", "nsr",
-            "--learning-rate", "1e30", *TINY_RL]
+            "--lr", "1e30", *TINY_RL]
     assert main([*argv, "--steps", "3"]) == 2
     err = _one_line_error(capsys, "catsim llm rl: error: RL step ")
     found = re.fullmatch(r"catsim llm rl: error: RL step (\d+): the (loss|gradient norm) is not finite \(nan\); "
@@ -104,7 +104,7 @@ def test_rl_refuses_to_resume_a_saved_state_that_is_not_finite(paths_base, tmp_p
     rerun resumes there, runs no step and would save that state as the final model. It is refused."""
     out = tmp_path / "rl"
     argv = ["llm", "rl", "--base", str(paths_base), "--out", str(out), "--advantage", "nsr",
-            "--learning-rate", "1e30", "--steps", "3", *TINY_RL]
+            "--lr", "1e30", "--steps", "3", *TINY_RL]
     with monkeypatch.context() as m:  # the code before the checks
         m.setattr(safeguards, "check_step", lambda *a, **k: None)
         m.setattr(safeguards, "check_params", lambda *a, **k: None)
@@ -166,7 +166,7 @@ def test_sft_that_diverges_stops_with_its_last_good_state_kept(tmp_path, capsys)
     ["llm", "eval", "{good}", "--base", "{nan}", *EVAL],
     ["llm", "sample", "--model", "{nan}", "--prompt", "ab", "--format", "json", "--max-new-tokens", "2"],
     ["llm", "sample", "--model", "{nan}", "--task", "paths", "--task-prompts", "1", "--format", "json", "--max-new-tokens", "2"],
-    ["llm", "advise", "--model", "{nan}", "--n", "2", "--prompts", "2", "--figure", "none", "--format", "json"],
+    ["llm", "advise", "--model", "{nan}", "--samples", "2", "--prompts", "2", "--figure", "none", "--format", "json"],
 ])
 def test_a_model_with_nan_weights_is_refused(argv, paths_base, nan_base, capsys):
     argv = [a.format(nan=nan_base, good=paths_base) for a in argv]

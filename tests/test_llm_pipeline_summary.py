@@ -12,7 +12,7 @@ import pytest
 from catsim.cli.main import main
 from catsim.errors import CatsimError
 
-TINY = ["--quick", "--quiet", "--rl-steps", "1", "--rollouts-per-step", "4", "--eval-n", "2",
+TINY = ["--quick", "--no-progress", "--rl-steps", "1", "--rollouts-per-step", "4", "--eval-samples", "2",
         "--eval-prompts", "2"]
 
 

@@ -20,9 +20,9 @@ def test_pipeline_quick_smoke(tmp_path, capsys):
     make_base_model(tmp_path / "base", alphabet=task.alphabet, task_spec={"task": "paths", "config": options},
                     init_std=0.1)
     out = tmp_path / "report"
-    code = main(["llm", "pipeline", "--out", str(out), "--quick", "--quiet", "--base-model",
+    code = main(["llm", "pipeline", "--out", str(out), "--quick", "--no-progress", "--base-model",
                  f"paths={tmp_path / 'base'}", "--runs", "grpo:2,f-grpo:2", "--rl-steps", "2",
-                 "--rollouts-per-step", "4", "--eval-n", "4", "--eval-prompts", "4"])
+                 "--rollouts-per-step", "4", "--eval-samples", "4", "--eval-prompts", "4"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "| GRPO N=2 |" in printed and "| F-GRPO γ=0.5 N=2 |" in printed

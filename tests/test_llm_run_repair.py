@@ -13,7 +13,7 @@ import pytest
 
 from catsim.cli.main import main
 
-RUN = ["--group-size", "4", "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--quiet"]
+RUN = ["--group-size", "4", "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_a_damaged_log_line_before_the_last_is_refused_naming_it(run, base, caps
 
 def test_a_rerun_with_other_settings_is_told_which_differ(run, base, capsys):
     capsys.readouterr()
-    assert _rl(base, run, 3, "--learning-rate", "0.5") == 2
+    assert _rl(base, run, 3, "--lr", "0.5") == 2
     lines = _catsim_lines(capsys)
     assert len(lines) == 1 and "different settings" in lines[0] and "learning_rate" in lines[0], lines
     assert "0.5" in lines[0]

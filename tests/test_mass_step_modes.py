@@ -11,7 +11,7 @@ from catsim.cli.main import main
 @pytest.mark.parametrize("flags, needle", [
     (["--figure", "--groups", "1", "--gamma", "1"], "--gamma: not read with --figure"),
     (["--figure", "--groups", "1", "--probs", "0.5,0.5", "--rule", "linear"], "--probs, --rule: not read"),
-    (["--derivations", "--eta", "0.1"], "--eta: not read with --derivations"),
+    (["--derivations", "--lr", "0.1"], "--lr: not read with --derivations"),
     (["--derivations", "--out", "x"], "--out: not read with --derivations; read only with --figure"),
     (["--groups", "5"], "--groups: not read in the table"),
     (["--figure", "--derivations", "--groups", "1"], "give --figure or --derivations, not both"),

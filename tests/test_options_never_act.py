@@ -12,7 +12,7 @@ from catsim.cli.main import main
 from catsim.sim import config as C
 from catsim.sim.sweep import simulate
 
-SIM = ["--num-actions", "64", "--num-correct", "8", "--steps", "2", "--n", "8", "--format", "json"]
+SIM = ["--num-actions", "64", "--num-correct", "8", "--steps", "2", "--group-size", "8", "--format", "json"]
 
 
 def _one_line(capsys, *needles):
@@ -27,11 +27,11 @@ def _one_line(capsys, *needles):
     (["--passk-k", "2"], ["--passk-k is read by --advantage passk_training, pkpo, pkpo_mean only"],
      ["--advantage", "pkpo"]),
     (["--advantage", "grpo", "--passk-k", "2"], ["--passk-k is read by"], ["--advantage", "pkpo_mean"]),
-    (["--objective", "grpo", "--clip-high", "0.3"], ["--clip-high acts from the second PPO epoch on"],
+    (["--method", "grpo", "--clip-high", "0.3"], ["--clip-high acts from the second PPO epoch on"],
      ["--ppo-epochs", "2"]),
-    (["--objective", "dapo", "--clip-low", "0.1"], ["--clip-low acts from the second PPO epoch on"],
+    (["--method", "dapo", "--clip-low", "0.1"], ["--clip-low acts from the second PPO epoch on"],
      ["--ppo-epochs", "3"]),
-    (["--objective", "cispo", "--clip-high", "1"], ["the ratio π/π_old is 1"], ["--ppo-epochs", "2"]),
+    (["--method", "cispo", "--clip-high", "1"], ["the ratio π/π_old is 1"], ["--ppo-epochs", "2"]),
 ])
 def test_simulator_option_that_cannot_act_is_refused(flags, needles, acts, capsys):
     """Before: each ran (exit 0) and its label or command claimed a k or a clip that never acted."""
@@ -63,7 +63,7 @@ def test_methods_study_refuses_gamma(tmp_path, capsys):
     """Before: `sweep --study methods --gamma 1` ran every row at its own γ, ignoring --gamma (exit 0)."""
     out = tmp_path / "methods"
     assert main(["sweep", "--study", "methods", "--num-actions", "64", "--num-correct", "8", "--steps", "2",
-                 "--n", "2", "--seeds", "1", "--gamma", "1", "--out", str(out), "--no-progress"]) == 2
+                 "--group-size", "2", "--seeds", "1", "--gamma", "1", "--out", str(out), "--no-progress"]) == 2
     _one_line(capsys, "--study methods runs every rule under its own label and sets --gamma per row itself")
     assert not out.exists()
 

@@ -115,7 +115,7 @@ def test_a_resumed_run_records_each_piece_and_a_finished_one_adds_none(tmp_path)
     base = make_paths_base(tmp_path / "base")
     out = tmp_path / "rl"
     argv = ["llm", "rl", "--base", str(base), "--out", str(out), "--steps", "3", "--group-size", "4",
-            "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--quiet"]
+            "--prompts-per-step", "1", "--max-new-tokens", "4", "--save-every", "1", "--no-progress"]
     assert main([*argv, "--stop-after", "1"]) == 0
     assert main(argv) == 0
     pieces = provenance.run_pieces(out)

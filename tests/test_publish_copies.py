@@ -76,7 +76,7 @@ def test_compare_refuses_a_publish_folder_before_the_run(tmp_path, capsys, where
         target.write_text("x")
     if where == "entry":
         (target / "report.md").mkdir(parents=True)
-    code = main(["llm", "compare", "--quick", "--quiet", "--out", str(out), "--publish", str(target)])
+    code = main(["llm", "compare", "--quick", "--no-progress", "--out", str(out), "--publish", str(target)])
     assert code == 2
     _one_line(capsys, "--publish", {"out": "is --out itself", "file": "is a file",
                                     "entry": "report.md there is a folder"}[where])
@@ -95,7 +95,7 @@ def test_compare_publishes_nothing_when_a_file_is_missing(tmp_path, capsys, monk
         return tmp_path / "cmp" / "report.md"
 
     monkeypatch.setattr(llm_compare, "run_pipeline", fake_pipeline)
-    code = main(["llm", "compare", "--quick", "--quiet", "--out", str(tmp_path / "cmp"),
+    code = main(["llm", "compare", "--quick", "--no-progress", "--out", str(tmp_path / "cmp"),
                  "--publish", str(tmp_path / "pub")])
     assert code == 2
     _one_line(capsys, "nothing published", "comparison.png")

@@ -41,7 +41,7 @@ def _finite_rows(lines):
 @pytest.mark.parametrize("name", NAMES)
 def test_simulate_runs_the_rule_and_its_focal_form(name, capsys):
     """γ = 0 is the rule as published, γ = 0.5 its focal form (F-<rule>), in one command."""
-    assert main(["simulate", *SIM, *_k(name), "--n", "8", "--gamma", "0,0.5", "--advantage", name,
+    assert main(["simulate", *SIM, *_k(name), "--group-size", "8", "--gamma", "0,0.5", "--advantage", name,
                  "--format", "json"]) == 0
     rows = _finite_rows(capsys.readouterr().out.splitlines())
     assert sorted(r["gamma"] for r in rows) == [0.0, 0.5]
@@ -50,8 +50,8 @@ def test_simulate_runs_the_rule_and_its_focal_form(name, capsys):
 @pytest.mark.parametrize("name", NAMES)
 def test_sweep_runs_the_rule_and_its_focal_form(name, tmp_path, capsys):
     out = tmp_path / "sweep"
-    assert main(["sweep", *SIM, *_k(name), "--n", "4,8", "--gamma", "0,0.5", "--seeds", "1", "--log-every", "1",
-                 "--advantage", name, "--out", str(out), "--figures-dir", str(out), "--no-progress"]) == 0
+    assert main(["sweep", *SIM, *_k(name), "--group-size", "4,8", "--gamma", "0,0.5", "--seeds", "1", "--log-every", "1",
+                 "--advantage", name, "--out", str(out), "--figures", str(out), "--no-progress"]) == 0
     assert (out / "results.npz").is_file()
     table = (out / "table.txt").read_text()
     assert "nan" not in table.lower()
@@ -61,7 +61,7 @@ def test_sweep_runs_the_rule_and_its_focal_form(name, tmp_path, capsys):
 def methods_json(tmp_path_factory):
     out = tmp_path_factory.mktemp("methods")
     assert main(["sweep", "--study", "methods", "--num-actions", "64", "--num-correct", "8", "--steps", "4",
-                 "--log-every", "1", "--n", "2,8", "--seeds", "1", "--out", str(out), "--no-progress"]) == 0
+                 "--log-every", "1", "--group-size", "2,8", "--seeds", "1", "--out", str(out), "--no-progress"]) == 0
     return json.loads((out / "methods.json").read_text())
 
 
@@ -88,7 +88,7 @@ def test_llm_rl_trains_two_steps(name, tiny_base, tmp_path, capsys):
     out = tmp_path / "rl"
     assert main(["llm", "rl", "--base", str(tiny_base), "--out", str(out), "--group-size", "4",
                  "--prompts-per-step", "2", "--max-new-tokens", "8", "--steps", "2", "--advantage", rule,
-                 *_k(rule), "--gamma", gamma, "--quiet"]) == 0
+                 *_k(rule), "--gamma", gamma, "--no-progress"]) == 0
     assert "warning" not in capsys.readouterr().err
     records = [json.loads(line) for line in (out / "rl_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2]

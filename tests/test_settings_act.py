@@ -39,7 +39,7 @@ def test_llm_rl_refuses_a_gamma_schedule_that_never_acts(flags, needles, tmp_pat
     plain GRPO and reported "F-GRPO γ=1 … finished"."""
     out = tmp_path / "rl"
     assert main(["llm", "rl", "--base", str(tmp_path / "no-base"), "--out", str(out), "--steps", "2",
-                 "--quiet", *flags]) == 2
+                 "--no-progress", *flags]) == 2
     _one_line(capsys, *needles)
     assert not out.exists()
 
@@ -79,7 +79,7 @@ def test_cpu_devices_below_one_is_refused(command, count, tmp_path, capsys, monk
     """Before: `--cpu-devices 0` ran on one device as if 1 had been given."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as stop:  # argparse: one line, exit 2
-        main([command, *SIM, "--n", "8", "--cpu-devices", count])
+        main([command, *SIM, "--group-size", "8", "--cpu-devices", count])
     assert stop.value.code == 2
     _one_line(capsys, "--cpu-devices", f"got '{count}'")
     assert not any(tmp_path.iterdir())
@@ -93,7 +93,7 @@ def test_power_of_two_group_size_as_the_help_shows_it(capsys):
     """Before: `--n 2^17` was refused ("'2^17' is not a number") though the help writes 2^1:2^17."""
     assert parse_int_list("2^17", "--n") == [131072]
     assert parse_int_list("2,2^3,2^4:2^5", "--n") == [2, 8, 16, 32]
-    assert main(["simulate", *SIM, "--n", "2^6", "--format", "json"]) == 0
+    assert main(["simulate", *SIM, "--group-size", "2^6", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out.splitlines()[0])["n"] == 64
     for bad in ("2^1.5", "2^x", "2^"):
         with pytest.raises(CatsimError, match="bad power of two"):
@@ -112,10 +112,10 @@ def test_power_of_two_group_size_as_the_help_shows_it(capsys):
 def test_simulator_option_the_run_never_reads_is_refused(flags, named, capsys):
     """Before: each of these ran without the option (the paper scenario's Adam on the log-prob
     objective with the mean-centred rule) and exited 0."""
-    assert main(["simulate", *SIM, "--n", "8", *flags]) == 2
+    assert main(["simulate", *SIM, "--group-size", "8", *flags]) == 2
     _one_line(capsys, named)
     ok = {"--target-qpos": ["--init", "target_qpos"], "--weight-decay": ["--optimizer", "adamw"],
-          "--clip-high": ["--objective", "grpo", "--ppo-epochs", "2"], "--w-reinforce-lambda": ["--advantage", "w_reinforce"],
+          "--clip-high": ["--method", "grpo", "--ppo-epochs", "2"], "--w-reinforce-lambda": ["--advantage", "w_reinforce"],
           "--adv-eps": ["--advantage", "grpo"], "--negative-reading": ["--asym-channels"],
           "--kl-direction": ["--asym-confidence"]}
     from catsim.cli._simargs import config_from_args

@@ -188,7 +188,7 @@ def test_cli_sft_and_errors(tmp_path, capsys):
 
 def test_cli_sample_task_prints_rewards(trained, capsys):
     out, result = trained
-    rc = main(["llm", "sample", "--model", str(out), "--task", "maze", "--n", "2", "--task-prompts", "2",
+    rc = main(["llm", "sample", "--model", str(out), "--task", "maze", "--samples", "2", "--task-prompts", "2",
                "--temperature", "0", "--format", "json"])
     assert rc == 0
     captured = capsys.readouterr()

@@ -201,7 +201,7 @@ def test_cli_simulate_records_only_what_it_prints(capsys, tmp_path):
 
     from catsim.cli.main import main
 
-    args = ["simulate", "--num-actions", "200", "--num-correct", "20", "--steps", "12", "--n",
+    args = ["simulate", "--num-actions", "200", "--num-correct", "20", "--steps", "12", "--group-size",
             "4", "--gamma", "0,1", "--seeds", "2", "--format", "json", "--no-shard"]
 
     def rows(extra):

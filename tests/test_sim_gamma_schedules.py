@@ -6,7 +6,7 @@ import pytest
 
 from catsim.cli.main import main
 
-SMALL = ["simulate", "--num-actions", "300", "--num-correct", "40", "--n", "16", "--steps", "6",
+SMALL = ["simulate", "--num-actions", "300", "--num-correct", "40", "--group-size", "16", "--steps", "6",
          "--format", "json"]
 
 

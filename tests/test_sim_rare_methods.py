@@ -108,7 +108,7 @@ def test_bad_settings(change, message):
 
 
 def test_cli_bad_flag_is_one_line(capsys):
-    assert main(["simulate", "--n", "4", "--steps", "2", "--passk-k", "0"]) == 2
+    assert main(["simulate", "--group-size", "4", "--steps", "2", "--passk-k", "0"]) == 2
     err = capsys.readouterr().err.strip()
     assert "passk_k" in err and "\n" not in err
 
@@ -116,14 +116,14 @@ def test_cli_bad_flag_is_one_line(capsys):
 @pytest.mark.parametrize("rule", ["passk_training", "pkpo", "pkpo_mean"])
 def test_k_above_n_is_refused_and_k_equal_n_warned(rule, capsys):
     """A pass@k rule with k > N gives every group zero advantage: refused in one line (exit 2)."""
-    assert main(["simulate", "--n", "4", "--steps", "2", "--advantage", rule, "--passk-k", "16"]) == 2
+    assert main(["simulate", "--group-size", "4", "--steps", "2", "--advantage", rule, "--passk-k", "16"]) == 2
     err = capsys.readouterr().err.strip()
     assert "exceeds the group size N = 4" in err and "\n" not in err
     from catsim.sim.sweep import simulate
 
     with pytest.raises(CatsimError, match="exceeds"):  # a config is a template: its run checks k
         simulate(C.SimConfig(update=C.UpdateConfig(advantage=rule, passk_k=5), group_size=4, steps=1))
-    assert main(["simulate", "--n", "4", "--steps", "2", "--advantage", rule, "--passk-k", "4"]) == 0
+    assert main(["simulate", "--group-size", "4", "--steps", "2", "--advantage", rule, "--passk-k", "4"]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "warning: passk_k = N = 4" in err[0]
     assert ("trains nothing" in err[0]) == (rule != "pkpo")

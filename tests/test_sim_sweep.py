@@ -87,7 +87,7 @@ def test_table_and_figure(swept, tmp_path):
 
 
 def test_cli_simulate_json(capsys):
-    code = main(["simulate", *TINY_ARGS, "--n", "2,16", "--gamma", "0,1", "--seeds", "2",
+    code = main(["simulate", *TINY_ARGS, "--group-size", "2,16", "--gamma", "0,1", "--seeds", "2",
                  "--format", "json"])
     assert code == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
@@ -99,7 +99,7 @@ def test_cli_simulate_json(capsys):
 
 @pytest.mark.parametrize("argv,match", [
     (["--num-actions", "10", "--num-correct", "10"], "smaller than num_actions"),
-    (["--n", "0"], "group sizes must lie in [1, 2^30]"),
+    (["--group-size", "0"], "group sizes must lie in [1, 2^30]"),
     (["--lr", "-0.1"], "learning_rate must be > 0"),
     (["--gamma", "-1"], "values must be finite numbers >= 0"),
 ])
@@ -111,13 +111,13 @@ def test_cli_bad_input_one_line(capsys, argv, match):
 
 def test_cli_unknown_rule_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["simulate", "--objective", "ppo2"])
+        main(["simulate", "--method", "ppo2"])
     assert info.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
 def test_cli_sweep_writes_figure_and_table(tmp_path, capsys):
-    code = main(["sweep", *TINY_ARGS, "--n", "2,16", "--seeds", "2", "--out", str(tmp_path / "run"),
-                 "--figures-dir", str(tmp_path / "fig"), "--no-progress"])
+    code = main(["sweep", *TINY_ARGS, "--group-size", "2,16", "--seeds", "2", "--out", str(tmp_path / "run"),
+                 "--figures", str(tmp_path / "fig"), "--no-progress"])
     assert code == 0
     out = capsys.readouterr().out
     assert "regimes from data" in out
@@ -130,7 +130,7 @@ def test_cli_low_lr_gamma_equals_the_reduced_lr(capsys):
     from catsim.objectives.focal import low_lr_multiplier
 
     def final(argv):
-        assert main(["simulate", *TINY_ARGS, "--n", "16", "--seeds", "2", "--format", "json",
+        assert main(["simulate", *TINY_ARGS, "--group-size", "16", "--seeds", "2", "--format", "json",
                      "--gamma", "0", *argv]) == 0
         rows = [json.loads(line) for line in capsys.readouterr().out.strip().splitlines()]
         return [{k: v for k, v in r.items() if k != "method"} for r in rows], {r["method"] for r in rows}
@@ -144,9 +144,9 @@ def test_cli_low_lr_gamma_equals_the_reduced_lr(capsys):
 
 
 def test_cli_sweep_low_lr_gamma_list_is_one_method_each(tmp_path, capsys):
-    code = main(["sweep", *TINY_ARGS, "--n", "2,16", "--seeds", "2", "--gamma", "0,1",
+    code = main(["sweep", *TINY_ARGS, "--group-size", "2,16", "--seeds", "2", "--gamma", "0,1",
                  "--low-lr-gamma", "0,0.5", "--out", str(tmp_path / "run"),
-                 "--figures-dir", str(tmp_path / "fig"), "--no-progress"])
+                 "--figures", str(tmp_path / "fig"), "--no-progress"])
     assert code == 0
     res = SimResults.load(tmp_path / "run" / "results.npz")
     plain_label = "paper+adam-reinforce-lr0.01"  # TINY_ARGS modify the scenario

@@ -17,7 +17,7 @@ from catsim.sim.results import SimResults
 
 # a tiny grid whose 3 cells split 1 + 2 over 2 parts
 ARGS = ["--num-actions", "200", "--num-correct", "20", "--steps", "10", "--log-every", "5",
-        "--n", "2,16,64", "--gamma", "0,1", "--seeds", "2", "--cpu-devices", "1"]
+        "--group-size", "2,16,64", "--gamma", "0,1", "--seeds", "2", "--cpu-devices", "1"]
 SIZES, GAMMAS, SEEDS = (2, 16, 64), (0.0, 1.0), 2
 CONFIG = config_from_args(build_parser().parse_args(["sweep", *ARGS]))
 

@@ -49,7 +49,7 @@ def test_pipeline_refuses_a_warm_up_made_with_other_settings(tmp_path, capsys):
     paths, 300 steps, width 64)."""
     out = tmp_path / "pipe"
     _fake_warm_up(out / "paths" / "base", PipelineConfig.quick(), hidden_size=16)
-    assert main(["llm", "pipeline", "--out", str(out), "--quick", "--quiet"]) == 2
+    assert main(["llm", "pipeline", "--out", str(out), "--quick", "--no-progress"]) == 2
     _one_line(capsys, "holds a warm-up with other settings", "model_size.hidden_size 16 there, 32 here",
               "--base-model paths=")
     assert not (out / "results.json").exists()
@@ -99,13 +99,13 @@ def test_mass_step_large_eta_gives_the_exact_change_not_nan(capsys):
     """Before: --eta 1e308 printed the exact changes as nan (exp overflowed), rc 0, with a
     RuntimeWarning. A step that large sends all the mass to the correct action: Qpos 0.5 -> 1."""
     group = ["mass-step", "--probs", "0.5,0.5", "--correct", "0", "--draws", "0,1"]
-    assert main([*group, "--eta", "1e308", "--format", "json"]) == 0
+    assert main([*group, "--lr", "1e308", "--format", "json"]) == 0
     captured = capsys.readouterr()
     out = _strict_json(captured.out)
     assert out["dqpos_exact"] == pytest.approx(0.5) and out["dqupos_exact"] == 0.0
     assert not captured.err
     # a step whose logits overflow to inf has no exact change: one line, exit 2
-    assert main([*group, "--eta", "1e308", "--rule", "linear", "--advantage", "raw", "--rc", "100"]) == 2
+    assert main([*group, "--lr", "1e308", "--rule", "linear", "--advantage", "raw", "--reward-correct", "100"]) == 2
     _one_line(capsys, "overflows the logit step")
 
 
@@ -123,7 +123,7 @@ def test_exact_change_is_the_shifted_softmax_where_exp_overflows():
 
 # ------------------------------------------------------------------ lemma --peaks: ignored options
 @pytest.mark.parametrize("flags, needle", [
-    (["--n", "5"], "--n does not apply"),
+    (["--group-size", "5"], "--group-size does not apply"),
     (["--tau", "0.1", "--rho", "0.5"], "give --tau or --rho, not both"),
 ])
 def test_lemma_peaks_refuses_options_it_would_ignore(flags, needle, capsys):
@@ -153,5 +153,5 @@ def test_advise_study_refuses_a_quick_warm_up_for_the_full_study(tmp_path, capsy
     size = ModelSize(hidden_size=quick.model_hidden, num_layers=quick.model_layers, num_heads=quick.model_heads)
     (base / "sft_config.json").write_text(json.dumps(
         {"sft": dataclasses.asdict(cfg), "model_size": dataclasses.asdict(size)}))
-    assert main(["llm", "advise-study", "--out", str(tmp_path / "study"), "--quiet"]) == 2
+    assert main(["llm", "advise-study", "--out", str(tmp_path / "study"), "--no-progress"]) == 2
     _one_line(capsys, "holds a warm-up with other settings", "model_size.hidden_size 32 there, 64 here")

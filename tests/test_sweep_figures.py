@@ -11,7 +11,7 @@ from catsim.cli.main import main
 from catsim.experiments.fig2 import is_full_sweep
 from catsim.sim.config import PAPER_GAMMAS, PAPER_GROUP_SIZES, SCENARIO_GRIDS
 
-TINY = ["--n", "2,4", "--seeds", "1", "--steps", "20", "--num-actions", "300", "--num-correct", "40",
+TINY = ["--group-size", "2,4", "--seeds", "1", "--steps", "20", "--num-actions", "300", "--num-correct", "40",
         "--no-progress"]
 
 
@@ -38,7 +38,7 @@ def _sweep_config(argv: list[str]):
     ([], True),
     (["--scenario", "brorl"], True),
     (["--log-every", "100"], True),  # the recording interval does not change the grid
-    (["--n", "2,4"], False),
+    (["--group-size", "2,4"], False),
     (["--seeds", "1"], False),
     (["--steps", "100"], False),
     (["--gamma", "0"], False),
@@ -72,5 +72,5 @@ def test_a_reduced_sweep_leaves_the_published_figure_alone(tmp_path, monkeypatch
     written = list((tmp_path / "runs" / "small").glob("fig2_*.png"))
     assert len(written) == 1 and written[0].read_bytes().startswith(b"\x89PNG")
     # an explicit --figures-dir is obeyed, figures/ included
-    assert main(["sweep", *TINY, "--out", "runs/small", "--figures-dir", "figures"]) == 0
+    assert main(["sweep", *TINY, "--out", "runs/small", "--figures", "figures"]) == 0
     assert published.read_bytes().startswith(b"\x89PNG")

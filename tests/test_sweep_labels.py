@@ -14,7 +14,7 @@ from catsim.sim import config as C
 from catsim.sim import sweep as S
 from catsim.sim.results import SimResults
 
-TINY = ["--num-actions", "64", "--num-correct", "8", "--steps", "4", "--log-every", "2", "--n", "8",
+TINY = ["--num-actions", "64", "--num-correct", "8", "--steps", "4", "--log-every", "2", "--group-size", "8",
         "--gamma", "0", "--seeds", "1", "--no-progress", "--cpu-devices", "1"]
 
 
@@ -43,8 +43,8 @@ def test_every_setting_that_acts_has_its_own_label():
                 ["--gamma-schedule", "epoch_increment"], ["--gamma-schedule", "epoch_increment", "--gamma-increment", "0.2"],
                 ["--gamma-schedule", "step_ramp"], ["--gamma-schedule", "step_ramp", "--gamma-ramp-steps", "2"],
                 ["--entropy-coef", "0.01"], ["--kl-coef", "0.01"], ["--ppo-epochs", "2"],
-                ["--objective", "grpo", "--ppo-epochs", "2"],
-                ["--objective", "grpo", "--ppo-epochs", "2", "--clip-high", "0.3"],
+                ["--method", "grpo", "--ppo-epochs", "2"],
+                ["--method", "grpo", "--ppo-epochs", "2", "--clip-high", "0.3"],
                 ["--optimizer", "adamw"], ["--optimizer", "adamw", "--weight-decay", "0.1"],
                 ["--dynamic-sampling"], ["--update", "asym-grpo"],
                 ["--update", "asym-grpo", "--negative-reading", "formula"],

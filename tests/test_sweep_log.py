@@ -8,7 +8,7 @@ import pytest
 from catsim.cli.main import main
 from catsim.sim.results import SimResults
 
-SMALL = ["sweep", "--n", "2,4", "--seeds", "1", "--steps", "20", "--num-actions", "300",
+SMALL = ["sweep", "--group-size", "2,4", "--seeds", "1", "--steps", "20", "--num-actions", "300",
          "--num-correct", "40", "--no-progress"]
 
 
@@ -17,7 +17,7 @@ def test_sweep_log_has_one_record_per_cell_and_mirrors_to_tensorboard(tmp_path, 
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "sw"
-    args = SMALL + ["--out", str(out), "--figures-dir", str(tmp_path)]
+    args = SMALL + ["--out", str(out), "--figures", str(tmp_path)]
     assert main(args + ["--log-to", "tensorboard"]) == 0
     records = [json.loads(line) for line in (out / "sweep_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1, 2] and [r["group_size"] for r in records] == [2, 4]

@@ -31,8 +31,8 @@ def test_two_rules_into_one_out_are_both_in_its_summaries(tmp_path, capsys, monk
     """Before: the second sweep's results.npz, results.nc, table and timings held its own cell only."""
     out = tmp_path / "sw"
     argv = ["sweep", *TINY, "--out", str(out)]
-    assert main([*argv, "--n", "8", "--advantage", "grpo"]) == 0
-    assert main([*argv, "--n", "8,16"]) == 0
+    assert main([*argv, "--group-size", "8", "--advantage", "grpo"]) == 0
+    assert main([*argv, "--group-size", "8,16"]) == 0
     capsys.readouterr()
     res = SimResults.load(out / "results.npz")
     assert res.methods == (PLAIN, GRPO) and res.group_sizes == (8, 16)
@@ -58,7 +58,7 @@ def test_two_rules_into_one_out_are_both_in_its_summaries(tmp_path, capsys, monk
     # rerunning the first command computes nothing: every cell file untouched, the summary still whole
     cells = _cells(out)
     monkeypatch.setattr(S, "run_cell", lambda *a, **k: pytest.fail("a cell was computed"))
-    assert main([*argv, "--n", "8", "--advantage", "grpo"]) == 0
+    assert main([*argv, "--group-size", "8", "--advantage", "grpo"]) == 0
     assert _cells(out) == cells
     again = SimResults.load(out / "results.npz")
     assert again.methods == (GRPO, PLAIN) and again.group_sizes == (8, 16)
@@ -76,7 +76,7 @@ def test_two_rules_into_one_out_are_both_in_its_summaries(tmp_path, capsys, monk
 def test_a_cell_one_table_cannot_hold_is_refused(tmp_path, capsys, monkeypatch, change, says):
     """Before: the second sweep ran (exit 0) and its results replaced the first's."""
     out = tmp_path / "sw"
-    argv = ["sweep", *TINY, "--out", str(out), "--n", "8"]
+    argv = ["sweep", *TINY, "--out", str(out), "--group-size", "8"]
     assert main([*argv, "--advantage", "grpo"]) == 0
     capsys.readouterr()
     cells, results = _cells(out), (out / "results.npz").read_bytes()
@@ -92,10 +92,10 @@ def test_a_method_label_with_other_settings_at_another_n_is_refused(tmp_path, ca
     would have shared the first's rows of the table (before: accepted, one row of each)."""
     out = tmp_path / "sw"
     argv = ["sweep", *TINY, "--out", str(out)]
-    assert main([*argv, "--n", "8"]) == 0
+    assert main([*argv, "--group-size", "8"]) == 0
     capsys.readouterr()
     monkeypatch.setattr(S, "run_cell", lambda *a, **k: pytest.fail("a cell was computed"))
-    assert main([*argv, "--n", "16", "--num-actions", "80"]) == 2
+    assert main([*argv, "--group-size", "16", "--num-actions", "80"]) == 2
     err = _one_line(capsys)
     assert f"{PLAIN}_n8.npz holds method {PLAIN} computed with other settings" in err
     assert "config.policy.num_actions = 80 here, 64 there" in err and "another --out" in err
@@ -103,7 +103,7 @@ def test_a_method_label_with_other_settings_at_another_n_is_refused(tmp_path, ca
 
 def test_an_unreadable_other_cell_is_left_out_with_one_line(tmp_path, capsys):
     out = tmp_path / "sw"
-    argv = ["sweep", *TINY, "--out", str(out), "--n", "8"]
+    argv = ["sweep", *TINY, "--out", str(out), "--group-size", "8"]
     assert main([*argv, "--advantage", "grpo"]) == 0
     (out / "cells" / f"{GRPO}_n8.npz").write_bytes(b"cut")
     assert main(argv) == 0

@@ -205,7 +205,7 @@ def test_input_validation():
 
 def test_cli_json_keys_and_values(capsys):
     argv = ["mass-step", "--probs", "0.4,0.1,0.1,0.2,0.1,0.1", "--correct", "0,1,2", "--draws", "0,0,3,4",
-            "--rule", "paper", "--rc", "1", "--rw", "0", "--eta", "0.01", "--format", "json"]
+            "--rule", "paper", "--reward-correct", "1", "--reward-wrong", "0", "--lr", "0.01", "--format", "json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     for key in ("dqpos_first_order", "dqupos_first_order", "dqpos_exact", "dqupos_exact", "terms"):
@@ -224,7 +224,7 @@ def test_cli_table_prints_worked_example(capsys):
 @pytest.mark.parametrize(
     "extra",
     [["--probs", "0.5,0.6"], ["--draws", "0,9"], ["--correct", ""], ["--rule", "paper", "--advantage", "grpo"],
-     ["--rc", "0", "--rw", "1"], ["--probs", "a,b"], ["--draws", "1.5"], ["--eta", "-1"]],
+     ["--reward-correct", "0", "--reward-wrong", "1"], ["--probs", "a,b"], ["--draws", "1.5"], ["--lr", "-1"]],
 )
 def test_cli_bad_input_exit_2(extra, capsys):
     assert main(["mass-step", *extra]) == 2

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 
 from catsim.cli.args import parse_float_list, parse_int_list
+from catsim.cli.vocabulary import add_dual_clip_arguments, alias
 from catsim.errors import CatsimError
 from catsim.objectives import focal, registry
 from catsim.objectives._validate import finite32
@@ -56,9 +57,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int 
     g.add_argument("--sampler", choices=C.SAMPLERS, default=None,
                    help="group sampler: auto picks by N (default: auto)")
     u = parser.add_argument_group("update rule")
-    u.add_argument("--objective", dest="surrogate", choices=C.SURROGATES, default=None,
-                   help=f"surrogate: linear (eq. 5), reinforce (log-prob), grpo, dapo, cispo "
-                        f"{_default('surrogate')}")
+    names = ", ".join(focal.focal_names(C.SURROGATES))
+    u.add_argument("--method", dest="surrogate", choices=C.SURROGATES + focal.focal_names(C.SURROGATES),
+                   default=None,
+                   help=f"surrogate loss: linear (eq. 5), reinforce (log-prob), the clipped grpo, dapo, cispo; "
+                        f"{names} = the same with the focal weight (1 − μ̂)^γ on, at --gamma "
+                        f"(default {focal.NAMED_GAMMA:g}; 0 refused) {_default('surrogate')}")
+    alias(parser, "--objective", "--method")
     u.add_argument("--advantage", choices=C.ADVANTAGES, default=None,
                    help="group advantage rule (docs/objectives.md has the table): mean_centred (r − mean), "
                         "grpo (÷ std + adv-eps), maxrl, passk_training / pkpo / pkpo_mean (pass@k, --passk-k), "
@@ -79,8 +84,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int 
                    help=f"ε in the GRPO std denominator {_default('adv_eps')}")
     u.add_argument("--optimizer", choices=C.OPTIMIZERS, default=None,
                    help=f"optax optimizer {_default('optimizer')}")
-    u.add_argument("--lr", "--learning-rate", dest="learning_rate", type=float, default=None, metavar="LR",
+    u.add_argument("--lr", dest="learning_rate", type=float, default=None, metavar="LR",
                    help=f"learning rate η {_default('learning_rate')}")
+    alias(parser, "--learning-rate", "--lr")
     u.add_argument("--weight-decay", type=float, default=None,
                    help=f"AdamW decoupled weight decay {_default('weight_decay')}")
     u.add_argument("--ppo-epochs", type=int, default=None,
@@ -132,9 +138,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, *, default_steps: int 
                    help="negatives × b + (1−b)·sigmoid(−KL) of the policy (default: off)")
     a.add_argument("--asym-recompose", action="store_true",
                    help="loss over the draws kept by the batch recomposition (default: off)")
-    a.add_argument("--dual-clip", type=float, default=None, metavar="MAX_NORM",
-                   help="dual-threshold gradient clip (×1.5 below 0.1) before the optimizer "
-                        "(default: off)")
+    add_dual_clip_arguments(a, f"on for --update asym-grpo at max-norm {ASYM_GRPO_DUAL_CLIP:g}, off otherwise")
     a.add_argument("--negative-reading", choices=NEGATIVE_READINGS, default=None,
                    help="w⁻ reading: text (falls with π) or formula (grows with π) (default: text)")
     a.add_argument("--kl-direction", choices=KL_DIRECTIONS, default=None,
@@ -148,8 +152,9 @@ def _asymmetric_overrides(args) -> dict:
     for name in ("asym_channels", "asym_confidence", "asym_recompose"):
         if full or getattr(args, name):
             upd[name] = True
-    if args.dual_clip is not None or full:
-        upd["dual_clip"] = args.dual_clip if args.dual_clip is not None else ASYM_GRPO_DUAL_CLIP
+    on = args.dual_clip if args.dual_clip is not None else full
+    if on is not False:  # True: the default max-norm; a number: that max-norm
+        upd["dual_clip"] = ASYM_GRPO_DUAL_CLIP if on is True else float(on)
     asym = {}
     if args.negative_reading is not None:
         asym["negative_reading"] = args.negative_reading
@@ -241,10 +246,21 @@ MAX_GROUP_SIZE = 2**30  # counts and draws are int32 in the engine
 
 
 def group_sizes(text: str) -> list[int]:
-    sizes = parse_int_list(text, "--n")
+    sizes = parse_int_list(text, "--group-size")
     if any(n < 1 or n > MAX_GROUP_SIZE for n in sizes):
-        raise CatsimError(f"--n: group sizes must lie in [1, 2^30], got {text!r}")
+        raise CatsimError(f"--group-size: group sizes must lie in [1, 2^30], got {text!r}")
     return sizes
+
+
+def method_gammas(args, default: str | None) -> list[float]:
+    """The γ values of the run, from --gamma (or `default`) and --method: f-grpo, f-dapo, f-cispo run
+    their base surrogate (`args.surrogate` is set to it) with the focal weight on, at
+    `focal.NAMED_GAMMA` when --gamma is not given (γ = 0 refused: it would never act)."""
+    given = tuple(gammas(args.gamma)) if args.gamma is not None else None
+    if args.surrogate is None:
+        return list(given) if given is not None else gammas(default)
+    args.surrogate, values = focal.resolve_method(args.surrogate, given)
+    return list(values) if values is not None else gammas(default)
 
 
 def gammas(text: str) -> list[float]:

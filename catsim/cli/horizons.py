@@ -1,7 +1,7 @@
 """`catsim sweep --study horizons`: Mret(N, t) up to 10,000 steps (catsim.experiments.horizons).
 
-Uses the sweep's options: --n, --gamma, --seeds, --steps (default 10,000 here), --log-every,
---out, --figures-dir, --no-resume, --no-progress, --shard / --cpu-devices and the scenario and
+Uses the sweep's options: --group-size, --gamma, --seeds, --steps (default 10,000 here), --log-every,
+--out, --figures, --no-resume, --progress, --shard / --cpu-devices and the scenario and
 update options."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from catsim.cli._simargs import DEFAULT_GAMMAS, config_from_args, gammas, group_sizes
+from catsim.cli._simargs import DEFAULT_GAMMAS, config_from_args, group_sizes, method_gammas
 from catsim.errors import CatsimError
 
 
@@ -23,18 +23,21 @@ def run(args) -> int:
     if args.low_lr_gamma is not None or args.figure_name is not None or args.log_to:
         raise CatsimError("--study horizons takes neither --low-lr-gamma, --figure-name nor --log-to "
                           "(it writes mret_heatmap.png and half_loss.png)")
+    if args.format != "table":
+        raise CatsimError(f"--study horizons prints a table only (its numbers are in OUT/horizons.npz); "
+                          f"--format {args.format} is for the fig2 and methods studies")
+    gamma_values = method_gammas(args, DEFAULT_GAMMAS)
     sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
     cfg = config_from_args(args, sizes)
     if args.steps is None:
         cfg = dataclasses.replace(cfg, steps=HORIZON_STEPS)  # validates steps % log_every
-    gamma_values = gammas(args.gamma if args.gamma is not None else DEFAULT_GAMMAS)
     if args.shard:
         use_cpu_cores(args.cpu_devices)
     out = Path(args.out or f"runs/horizons-{args.scenario}")
     command = "catsim " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     done = run_horizons(cfg, out, group_sizes=sizes, gammas=gamma_values, seeds=args.seeds,
                         figures_dir=args.figures_dir, resume=not args.no_resume,
-                        progress=not args.no_progress, shard=args.shard,
+                        progress=args.progress is not False, shard=args.shard,
                         log=lambda m: print(m, file=sys.stderr), command=command)
     print(done.table)
     print(f"files: {', '.join(map(str, done.files))}   sweep wall time: {done.seconds:.1f} s")

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 from catsim.cli.args import parse_float_list, parse_int_list
+from catsim.cli.vocabulary import add_format_argument, alias
 from catsim.errors import CatsimError
 from catsim.experiments.theory import (
     custom_lemma_figure,
@@ -41,11 +42,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "  catsim lemma --peaks --tau 0.01 --mu-pos 0.5 --format csv",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--n", help="group sizes N (default: 1:512)")
+    parser.add_argument("--group-size", dest="n", help="group sizes N (default: 1:512)")
+    alias(parser, "--n", "--group-size")
     parser.add_argument("--tau", help="rare-subset masses tau, instead of --rho (default: from --rho)")
     parser.add_argument("--rho", help="tau as a fraction of mu_pos, rho = tau/mu (default: 0.01,0.05,0.1,0.2)")
     parser.add_argument("--mu-pos", dest="mu_pos", help="correct mass mu_pos per panel (default: 0.8,0.5,0.2)")
-    parser.add_argument("--format", choices=("csv", "json"), help="print a table to stdout instead of plotting (default: plot)")
+    add_format_argument(parser, default=None, shown="no table: write the figures",
+                        what="the tail-miss (or --peaks) table instead of plotting it")
     parser.add_argument("--peaks", action="store_true",
                         help="print the peak table instead (tau 0.001,0.01,0.05 x mu_pos 0.2,0.5,0.8 "
                              "unless given; default: off)")
@@ -91,7 +94,7 @@ def _readable(value) -> str:
 def run(args: argparse.Namespace) -> int:
     if args.peaks:
         if args.n is not None:  # it was ignored: the table holds each curve's peak over every N
-            raise CatsimError("--peaks: the peak table spans every N; --n does not apply")
+            raise CatsimError("--peaks: the peak table spans every N; --group-size does not apply")
         if args.tau is not None and args.rho is not None:  # --rho was ignored
             raise CatsimError("give --tau or --rho, not both")
         taus = parse_float_list(args.tau, "--tau") if args.tau is not None else None
@@ -104,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     mus = parse_float_list(args.mu_pos, "--mu-pos") if args.mu_pos is not None else [0.8, 0.5, 0.2]
-    ns = parse_int_list(args.n, "--n") if args.n is not None else list(range(1, 513))
+    ns = parse_int_list(args.n, "--group-size") if args.n is not None else list(range(1, 513))
     pairs = _curve_taus(args, mus)
     if args.format is not None:
         _print_rows(tail_miss_table(ns, pairs), TABLE_COLUMNS, args.format)

@@ -14,10 +14,19 @@ from catsim.signals import Terminated, on_sigterm
 
 
 class _ArgumentParser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line (exit code 2), without the usage dump."""
+    """argparse that reports usage errors as one line (exit code 2), without the usage dump, with
+    the closest flag or command when one was mistyped ("did you mean --group-size?")."""
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and self._subparsers is None:  # a command's own flags: it knows the close ones
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        from catsim.cli.vocabulary import suggestion
+
+        self.exit(2, f"{self.prog}: error: {message}{suggestion(self, message)}\n")
 
 
 def register_package(subparsers: argparse._SubParsersAction, package: str,

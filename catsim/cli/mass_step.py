@@ -7,6 +7,7 @@ import json
 import textwrap
 
 from catsim.cli.args import parse_float_list, parse_int_list
+from catsim.cli.vocabulary import add_format_argument, alias, write_csv
 from catsim.errors import CatsimError
 from catsim.theory import mass
 
@@ -18,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "mass-step",
         help="one policy-gradient step on a categorical policy: dQpos, dQu,pos (first order, exact)",
         description=textwrap.fill(
-            "Apply one SGD step (gradient of the shared surrogate, step --eta) to the policy --probs "
+            "Apply one SGD step (gradient of the shared surrogate, step --lr) to the policy --probs "
             "for the group --draws, and print the first-order (subset-mass identity) and exact "
             "(softmax of z+dz) changes of Qpos and Qu,pos with their terms. Defaults are the worked "
             "example of docs/theory.md. Rules: paper = eq. 5 (distinct sampled sets, raw rewards), "
@@ -36,12 +37,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="update rule (default: logprob)")
     parser.add_argument("--advantage", choices=mass.ADVANTAGES,
                         help="per-draw weights (default: raw for paper, centered for linear, grpo for logprob)")
-    parser.add_argument("--rc", type=float, help="reward of a correct draw Rc (default: 1)")
-    parser.add_argument("--rw", type=float, help="reward of a wrong draw Rw (default: 0)")
+    parser.add_argument("--reward-correct", dest="rc", type=float, help="reward of a correct draw Rc (default: 1)")
+    parser.add_argument("--reward-wrong", dest="rw", type=float, help="reward of a wrong draw Rw (default: 0)")
     parser.add_argument("--gamma", type=float, help="focal exponent: weights x (1 - mu_hat)^gamma (default: 0)")
-    parser.add_argument("--eps", type=float, help="GRPO std epsilon (default: 0)")
-    parser.add_argument("--eta", type=float, help="step size (default: 0.01)")
-    parser.add_argument("--format", choices=("json",), help="print JSON instead of a table (default: table)")
+    parser.add_argument("--adv-eps", dest="eps", type=float, help="ε in the GRPO std denominator (default: 0)")
+    parser.add_argument("--lr", dest="eta", type=float, help="learning rate (step size) η (default: 0.01)")
+    add_format_argument(parser, default=None, shown="table", what="the step's changes and terms")
+    for old, new in (("--rc", "--reward-correct"), ("--rw", "--reward-wrong"), ("--eps", "--adv-eps"),
+                     ("--eta", "--lr")):
+        alias(parser, old, new)
     parser.add_argument("--figure", action="store_true",
                         help="instead: write the (dQpos, dQu,pos) figure at the paper init, N in {8, 256, 131072} "
                              "(default: off)")
@@ -58,6 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 DEFAULTS = {"probs": WORKED["probs"], "correct": WORKED["correct"], "draws": WORKED["draws"], "rule": "logprob",
             "rc": 1.0, "rw": 0.0, "gamma": 0.0, "eps": 0.0, "eta": 0.01, "format": None,
             "groups": 300, "out": "figures"}
+FLAGS = {"rc": "--reward-correct", "rw": "--reward-wrong", "eps": "--adv-eps", "eta": "--lr"}  # dest -> flag
 READ_BY = {"table": ("probs", "correct", "draws", "rule", "advantage", "rc", "rw", "gamma", "eps", "eta", "format"),
            "--figure": ("groups", "out"), "--derivations": ()}
 
@@ -73,7 +78,7 @@ def _mode(args: argparse.Namespace) -> str:
     if unread:
         where = {"table": "in the table (without --figure or --derivations)"}.get(mode, f"with {mode}")
         readers = sorted({m for name in unread for m, names in READ_BY.items() if name in names})
-        shown = ", ".join("--" + name for name in unread)
+        shown = ", ".join(FLAGS.get(name, "--" + name) for name in unread)
         raise CatsimError(f"{shown}: not read {where}; read only "
                           + " or ".join("in the table" if m == "table" else f"with {m}" for m in readers))
     for name, value in DEFAULTS.items():
@@ -99,6 +104,11 @@ def run(args: argparse.Namespace) -> int:
         out = result.as_dict()
         out["config"] = {**config.__dict__, "advantage": config.resolved_advantage()}
         print(json.dumps(out, indent=1))
+        return 0
+    if args.format == "csv":
+        write_csv([{"quantity": key, "first_order": getattr(result, f"{key}_first_order"),
+                    "exact": getattr(result, f"{key}_exact"), "closed_form": result.closed_form[key],
+                    **result.terms[key]} for key in ("dqpos", "dqupos")])
         return 0
     print(format_table(result, config))
     return 0

@@ -10,15 +10,17 @@ from catsim.cli._simargs import (
     DEFAULT_GAMMAS,
     add_config_arguments,
     config_from_args,
-    gammas,
     group_sizes,
     low_lr_gammas,
+    method_gammas,
 )
 from catsim.cli.args import positive_int
+from catsim.cli.vocabulary import add_format_argument, add_progress_argument, alias
+from catsim.objectives import focal
 
 EXAMPLE = """examples:
   catsim sweep                                        # the full Fig. 2 grid -> figures/fig2_paper.png
-  catsim sweep --n 2,32,256 --seeds 1 --gamma 0 --low-lr-gamma 0,0.5 --out runs/lowlr
+  catsim sweep --group-size 2,32,256 --seeds 1 --gamma 0 --low-lr-gamma 0,0.5 --out runs/lowlr
                                                       # a reduced grid -> runs/lowlr/fig2_*.png
   catsim sweep --out runs/big --part 0/4              # job array: part 0 of 4 computes its cells
   catsim sweep --out runs/big                         # after every part: only assembles
@@ -40,18 +42,22 @@ def register(subparsers) -> None:
                              "fix at its paper's setting (each row sets its γ: --gamma refused) "
                              "(default: fig2)")
     parser.add_argument("--out", default=None, help="output folder (default: runs/sweep-<scenario>)")
-    parser.add_argument("--n", default=None,
-                        help="group sizes (default: the scenario's grid, 2^1:2^17 for paper)")
-    parser.add_argument("--gamma", default=None, help=f"γ values (default: {DEFAULT_GAMMAS})")
+    parser.add_argument("--group-size", dest="n", default=None,
+                        help="group sizes N (default: the scenario's grid, 2^1:2^17 for paper)")
+    alias(parser, "--n", "--group-size")
+    parser.add_argument("--gamma", default=None,
+                        help=f"γ values (default: {DEFAULT_GAMMAS}; {focal.NAMED_GAMMA:g} for --method f-*)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds 0…K−1 (default: 4)")
-    parser.add_argument("--figures-dir", default=None,
+    parser.add_argument("--figures", dest="figures_dir", default=None,
                         help="where fig2 goes (default: figures/ for a scenario's full grid; for a "
                              "reduced grid, other seeds, steps or settings: the --out folder)")
+    alias(parser, "--figures-dir", "--figures")
     parser.add_argument("--figure-name", default=None,
                         help="file name (default: fig2_<method>.png; with several methods, "
                              "<name>_<method>.png)")
     parser.add_argument("--no-resume", action="store_true", help="recompute every cell (default: resume)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar (default: shown)")
+    add_progress_argument(parser, default="shown")
+    add_format_argument(parser, what="the final-state table of every cell")
     parser.add_argument("--shard", action=argparse.BooleanOptionalAction, default=True,
                         help="split each cell's runs over all local devices for N <= 2048 (larger "
                              "N run faster on one); results are bit-identical (default: on)")
@@ -95,9 +101,9 @@ def run(args) -> int:
     sizes = group_sizes(args.n) if args.n is not None else list(SCENARIO_GRIDS[args.scenario])
     if args.study == "methods":
         _check_methods_options(args)
+    gamma_values = method_gammas(args, DEFAULT_GAMMAS)
     cfg = config_from_args(args, sizes)
     controls = low_lr_gammas(args)
-    gamma_values = gammas(args.gamma if args.gamma is not None else DEFAULT_GAMMAS)
     initialize_from_args(args)  # joins the job when --distributed, before JAX's first operation
     if args.shard:
         use_cpu_cores(args.cpu_devices)
@@ -106,8 +112,11 @@ def run(args) -> int:
         from catsim.experiments.methods import run_methods_study
 
         study = run_methods_study(cfg, out, group_sizes=sizes, seeds=args.seeds, figures_dir=args.figures_dir,
-                                  resume=not args.no_resume, progress=not args.no_progress, shard=args.shard,
-                                  log=lambda m: print(m, file=sys.stderr))
+                                  resume=not args.no_resume, progress=args.progress is not False,
+                                  shard=args.shard, log=lambda m: print(m, file=sys.stderr))
+        if args.format != "table":
+            _print_study(study, args.format)
+            return 0
         print(study.table())
         print(f"study: {out / 'methods.txt'}   wall time: {study.seconds:.1f} s")
         return 0
@@ -116,7 +125,7 @@ def run(args) -> int:
         part, say = _join_sweep(cfg, sizes, gamma_values, args.seeds, controls)
     options = dict(group_sizes=sizes, gammas=gamma_values, seeds=args.seeds, low_lr_gammas=controls,
                    figures_dir=args.figures_dir, figure_name=args.figure_name,
-                   progress=not args.no_progress, shard=args.shard,
+                   progress=args.progress is not False, shard=args.shard,
                    log=lambda m: print(m, file=sys.stderr), log_to=args.log_to)
     done = run_sweep(cfg, out, resume=not args.no_resume, part=part, **options)
     if args.distributed:
@@ -133,10 +142,30 @@ def run(args) -> int:
         return 0
     for note in done.notes:
         print(note, file=sys.stderr)
+    if args.format != "table":
+        from catsim.cli.simulate import final_records, print_records
+
+        if done.results is not None:
+            print_records(final_records(done.results), args.format)
+        return 0
     say(done.table)
     say(f"results: {done.results_path}   figure: {', '.join(map(str, done.figures))}   "
         f"wall time: {done.seconds:.1f} s")
     return 0
+
+
+def _print_study(study, fmt: str) -> None:
+    """The methods study as JSON (every number) or CSV (seed means per rule and N)."""
+    if fmt == "json":
+        import json
+
+        print(json.dumps(study.to_json()))
+        return
+    from catsim.cli.vocabulary import write_csv
+
+    mret, qpos = study.mean("mret"), study.mean("qpos")
+    write_csv([{"method": name, "n": n, "mret": float(mret[i, j]), "qpos": float(qpos[i, j])}
+               for i, name in enumerate(study.methods) for j, n in enumerate(study.group_sizes)])
 
 
 def _rerender_methods(args) -> int:
@@ -162,6 +191,7 @@ def _check_methods_options(args) -> None:
 
     given = [f"--{f.replace('_', '-')}" for f in ROW_FIELDS if getattr(args, f, None) not in (None, False)]
     given += ["--gamma-schedule"] * (args.gamma_schedule != "constant") + ["--update"] * (args.update != "standard")
+    given += [f"--method {args.surrogate}"] * str(args.surrogate).startswith(focal.FOCAL_PREFIX)  # it sets γ
     if given:
         raise CatsimError(f"--study methods runs every rule under its own label and sets {', '.join(given)} "
                           f"per row itself; leave {'it' if len(given) == 1 else 'them'} out")

@@ -23,8 +23,8 @@ from catsim.experiments.maze_summaries import check
 
 
 def study_command(out: Path, sp: StudyPreset) -> str:
-    """The `catsim llm maze-study` command of the study `sp` in `out` (its preset, and the --group-sizes,
-    --gammas and --seeds that make `sp` of it, where they do)."""
+    """The `catsim llm maze-study` command of the study `sp` in `out` (its preset, and the --group-size,
+    --gamma and --seeds that make `sp` of it, where they do)."""
     name = sp.name.removesuffix("-paper-shapes")
     cmd = f"catsim llm maze-study --out {out} --preset {name}" + (" --paper-shapes" if name != sp.name else "")
     try:
@@ -35,9 +35,9 @@ def study_command(out: Path, sp: StudyPreset) -> str:
     seeds = {s for _, s in sp.plan}
     for extra in ({}, {"seeds": min(seeds)}):
         if made.with_overrides(**options, **extra) == sp:
-            flags = [f"--group-sizes {','.join(map(str, options['group_sizes']))}"
+            flags = [f"--group-size {','.join(map(str, options['group_sizes']))}"
                      if [n for n, _ in made.plan] != options["group_sizes"] else "",
-                     f"--gammas {','.join(f'{g:g}' for g in sp.gammas)}" if made.gammas != sp.gammas else "",
+                     f"--gamma {','.join(f'{g:g}' for g in sp.gammas)}" if made.gammas != sp.gammas else "",
                      f"--seeds {extra['seeds']}" if extra else ""]
             return " ".join([cmd, *filter(None, flags)])
     return cmd

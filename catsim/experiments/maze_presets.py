@@ -98,12 +98,12 @@ class StudyPreset:
         return max(1, self.rl_steps // self.checkpoints)
 
     def with_overrides(self, *, seeds: int | None = None, group_sizes=None, gammas=None) -> StudyPreset:
-        """The CLI's --seeds K (every N gets K seeds), --group-sizes and --gammas (a value given
+        """The CLI's --seeds K (every N gets K seeds), --group-size and --gamma (a value given
         twice counts once)."""
         plan = self.plan
         if group_sizes is not None:
             if not group_sizes:
-                raise CatsimError("--group-sizes: empty list")
+                raise CatsimError("--group-size: empty list")
             known = dict(plan)
             plan = tuple((n, known.get(n, 1)) for n in dict.fromkeys(int(n) for n in group_sizes))
         if seeds is not None:
@@ -113,7 +113,7 @@ class StudyPreset:
         changes: dict = {"plan": plan}
         if gammas is not None:
             if not gammas:
-                raise CatsimError("--gammas: empty list")
+                raise CatsimError("--gamma: empty list")
             changes["gammas"] = tuple(gammas)
         return dataclasses.replace(self, **changes)
 

@@ -198,7 +198,7 @@ def check_plan_has_gamma(sp: StudyPreset) -> None:
     if missing:
         raise CatsimError(f"--trainer trl trains F-GRPO at γ = {', '.join(f'{g:g}' for g in missing)} beside catsim's run "
                           f"of it, but this study's γ are {', '.join(f'{g:g}' for g in sp.gammas)}: add "
-                          f"{', '.join(f'{g:g}' for g in missing)} to --gammas")
+                          f"{', '.join(f'{g:g}' for g in missing)} to --gamma")
 
 
 def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, max_runs: int | None = None,

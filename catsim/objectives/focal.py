@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from catsim.errors import CatsimError
 from catsim.objectives import _validate as v
 from catsim.objectives import advantages as adv
-from catsim.objectives import registry
+from catsim.objectives import losses, registry
 
 __all__ = [
     "focal_weight",
@@ -36,6 +36,10 @@ __all__ = [
     "GammaSchedule",
     "low_lr_multiplier",
     "mean_abs_grpo_advantage",
+    "FOCAL_PREFIX",
+    "NAMED_GAMMA",
+    "focal_names",
+    "resolve_method",
 ]
 
 
@@ -314,3 +318,33 @@ def low_lr_multiplier(gamma: float) -> float:
     from scipy import special  # here, not at import: SciPy costs every command ~0.2 s of start-up
 
     return float(special.beta(1.5, g + 1.5) / special.beta(1.5, 1.5))
+
+
+# --- method names with the focal weight on: f-grpo, f-dapo, f-cispo ---
+
+FOCAL_PREFIX = "f-"
+# γ of a method named f-* when no γ is given: the paper's LLM setting (F-GRPO γ = 0.5, §5.2)
+NAMED_GAMMA = 0.5
+
+
+def focal_names(methods) -> tuple[str, ...]:
+    """"f-" + each of `methods` the paper gives an F- variant (a clipped GRPO-family surrogate,
+    `losses.CLIPPED`): ("grpo", "dapo", "cispo", "linear") -> ("f-grpo", "f-dapo", "f-cispo")."""
+    return tuple(FOCAL_PREFIX + name for name in methods if name in losses.CLIPPED)
+
+
+def resolve_method(method: str, gammas, flag: str = "--gamma") -> tuple[str, tuple | None]:
+    """(the base method, the γ values that act) of a method name: "f-grpo" with no γ given (None)
+    runs GRPO at γ = `NAMED_GAMMA`; "f-grpo" with γ = 0 is refused (CatsimError: the focal weight
+    would never act); any other name keeps `gammas` as given. `gammas`: a tuple of γ, or None."""
+    if not method.startswith(FOCAL_PREFIX):
+        return method, gammas
+    base = method[len(FOCAL_PREFIX):]
+    if base not in losses.CLIPPED:
+        raise CatsimError(f"unknown method {method!r}: the focal ones are {', '.join(focal_names(losses.CLIPPED))}")
+    if gammas is None:
+        return base, (NAMED_GAMMA,)
+    if any(g == 0 for g in gammas):
+        raise CatsimError(f"--method {method} with {flag} 0: the focal weight (1 − μ̂)^γ would never act "
+                          f"(use --method {base} for γ = 0)")
+    return base, tuple(gammas)

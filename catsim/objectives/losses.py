@@ -23,6 +23,8 @@ Gradients (checked in tests/test_objectives_losses.py on a 6-action softmax, p =
 
 from __future__ import annotations
 
+import inspect
+
 import jax
 import jax.numpy as jnp
 
@@ -278,6 +280,9 @@ SURROGATES = {
     "dapo": dapo_clip_loss,
     "cispo": cispo_loss,
 }
+# The GRPO family's clipped surrogates (GRPO, DAPO, CISPO): the losses whose F- variants the F-GRPO
+# paper defines (§4, A^F = (1 − μ̂)^γ·A^GRPO), hence the method names f-grpo, f-dapo, f-cispo.
+CLIPPED = tuple(name for name, loss in SURROGATES.items() if "clip_high" in inspect.signature(loss).parameters)
 
 
 # --- catsim's positive-sample weight λ (a variant; the published W-REINFORCE is binary.w_reinforce) ---

@@ -75,7 +75,6 @@ def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar, m
     """Sample a model on task prompts and print each completion with its reward. mesh: the
     device mesh to shard the model and rows over (None: one device); say: the print function
     (a no-op on the processes of a multi-process run that do not write)."""
-    import json
     import sys
 
     import jax
@@ -108,13 +107,16 @@ def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar, m
         groups = sample_groups(params, cfg, tokenizer, task, prompts, args.n, sampling, jax.random.key(args.seed),
                                mesh=mesh, chat_template=chat, batch_size=whole_rows(min(256, count * args.n), mesh),
                                pad_rows=True, pad_multiple=1, progress=bar)
+    from catsim.cli.vocabulary import record_printer
+
+    emit = record_printer(args.format, say)
     for row in range(count * args.n):
         prompt, s = prompts[row // args.n], row % args.n
         reward = float(groups.scores[row // args.n, s])
-        if args.json:
-            say(json.dumps({"task": task.name, "split": args.split, "prompt_index": prompt.index,
-                            "sample_index": s, "completion": groups.texts[row], "reward": reward,
-                            "finished": bool(groups.finished[row]), "reference": task.reference(prompt)}))
+        if args.format != "table":
+            emit({"task": task.name, "split": args.split, "prompt_index": prompt.index,
+                  "sample_index": s, "completion": groups.texts[row], "reward": reward,
+                  "finished": bool(groups.finished[row]), "reference": task.reference(prompt)})
         else:
             if s == 0:
                 say(f"=== {task.name} {args.split} prompt {prompt.index}\\n{prompt.text}")

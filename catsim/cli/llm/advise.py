@@ -3,7 +3,7 @@ which N and γ to use — Lemma 3.1 applied to a model's own samples.
 
 examples:
 
-    catsim llm advise --model runs/warmup --task paths --n 64 --group-sizes 2,4,8,16,32,64
+    catsim llm advise --model runs/warmup --task paths --samples 64 --group-size 2,4,8,16,32,64
     catsim llm advise --model runs/warmup --rare tail:0.2 --format json > advice.json
 
 Per prompt, μ̂ (correct share) and τ̂ (share of its rare correct answers: rule share:q = answers
@@ -25,6 +25,7 @@ import os
 import sys
 from pathlib import Path
 
+from catsim.cli.vocabulary import add_format_argument, alias, write_csv
 from catsim.errors import CatsimError
 
 
@@ -35,11 +36,11 @@ def register(subparsers) -> None:
     from catsim.cli.llm._task_args import add_task_arguments
 
     add_task_arguments(parser, required=False)  # default: the task recorded in the model directory
-    parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
+    parser.add_argument("--samples", dest="n", type=int, default=64, help="samples per prompt (default 64)")
     parser.add_argument("--prompts", type=int, default=64, help="prompts sampled (default 64)")
     parser.add_argument("--split", choices=("train", "heldout"), default="train",
                         help="prompt split (default train: the prompts RL trains on)")
-    parser.add_argument("--group-sizes", default="2,4,8,16,32,64",
+    parser.add_argument("--group-size", dest="group_sizes", default="2,4,8,16,32,64",
                         help="candidate N, comma list or 2^a:2^b (default 2,4,8,16,32,64)")
     parser.add_argument("--rare", default="share:0.1",
                         help="rare rule, share:q or tail:q (default share:0.1)")
@@ -49,10 +50,12 @@ def register(subparsers) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="completion cap, >= 1 (default: the task's longest answer + 1)")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed (default 0)")
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="output (default table)")
+    add_format_argument(parser, what="the advice (csv: the table's rows, one per N)")
+    for old, new in (("--n", "--samples"), ("--group-sizes", "--group-size")):
+        alias(parser, old, new)
     parser.add_argument("--figure", default=None,
                         help="where the risk-vs-N figure goes ('none' to skip; default: MODEL/advise_risk.png, "
-                             "in the --model directory, with --format table; no figure with --format json)")
+                             "in the --model directory, with --format table; no figure with csv or json)")
     parser.set_defaults(func=run)
 
 
@@ -60,15 +63,15 @@ def _check(args) -> tuple[list[int], object]:
     from catsim.cli.args import parse_int_list
     from catsim.theory.planning import RareRule
 
-    sizes = parse_int_list(args.group_sizes, "--group-sizes")
+    sizes = parse_int_list(args.group_sizes, "--group-size")
     if any(n < 1 or n > 2**20 for n in sizes):
-        raise CatsimError("--group-sizes: each N must lie in [1, 2^20]")
-    for name in ("n", "prompts", "bootstrap"):
+        raise CatsimError("--group-size: each N must lie in [1, 2^20]")
+    for name, flag in (("n", "--samples"), ("prompts", "--prompts"), ("bootstrap", "--bootstrap")):
         value = getattr(args, name)
         if value < 1 or value > 100_000:
-            raise CatsimError(f"--{name} must lie in [1, 100000], got {value}")
+            raise CatsimError(f"{flag} must lie in [1, 100000], got {value}")
     if args.n < 2:
-        raise CatsimError("--n must be at least 2 to estimate answer masses")
+        raise CatsimError("--samples must be at least 2 to estimate answer masses")
     if not 0 < args.target_risk < 1:
         raise CatsimError(f"--target-risk must lie in (0, 1), got {args.target_risk}")
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
@@ -114,6 +117,24 @@ def _table(advice) -> str:
     return "\n".join(rows)
 
 
+def _records(advice) -> list[dict]:
+    """The table's rows as records (one per N; g(γ) the mean focal weight over the rare prompts)."""
+    import numpy as np
+
+    rare = advice.has_rare
+    rows = []
+    for k, n in enumerate(advice.group_sizes):
+        row = {"n": int(n), "active_share": float(advice.active_share[k]), "mean_risk": float(advice.mean_risk[k]),
+               "mean_risk_lo": float(advice.mean_risk_lo[k]), "mean_risk_hi": float(advice.mean_risk_hi[k]),
+               "mean_active": float(advice.mean_active[k]),
+               "concentration_share": float(advice.concentration_share[k]),
+               "median_steps_to_rare": float(advice.median_steps_to_rare[k])}
+        for g in sorted(advice.focal_weights):
+            row[f"g_gamma_{g:g}"] = float(np.nanmean(advice.focal_weights[g][rare, k])) if rare.any() else float("nan")
+        rows.append(row)
+    return rows
+
+
 def run(args) -> int:
     from catsim.cli.llm._task_args import task_options
     from catsim.experiments.advise import advise_model
@@ -131,6 +152,8 @@ def run(args) -> int:
             plot_risk(advice, tmp)
     if args.format == "json":
         print(json.dumps({**meta, **advice.to_json()}, indent=1))
+    elif args.format == "csv":
+        write_csv(_records(advice))
     else:
         print(f"{meta['task']} {meta['split']}: {advice.mu.size} prompts x {advice.n_samples} samples; "
               f"mean μ̂ = {advice.mu.mean():.3f}; {int(advice.has_rare.sum())} prompts with a rare correct "

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from catsim.cli.vocabulary import add_progress_argument, alias
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("advise-study", help="validate advise's predictions against GRPO training",
@@ -21,7 +23,8 @@ def register(subparsers) -> None:
     parser.add_argument("--figures", default=None,
                         help="where results.json and advise_study.png go (default: --out)")
     parser.add_argument("--quick", action="store_true", help="the seconds-long smoke configuration (default: the full study)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars (default: progress on)")
+    add_progress_argument(parser, default="shown")
+    alias(parser, "--quiet", "--no-progress")
     parser.set_defaults(func=run)
 
 
@@ -31,15 +34,16 @@ def run(args) -> int:
     check_out_dir(args.out)
     if args.figures:
         check_out_dir(args.figures, "--figures")
-    results = run_study(args.out, StudyConfig.quick() if args.quick else None, progress=not args.quiet,
+    results = run_study(args.out, StudyConfig.quick() if args.quick else None, progress=args.progress is not False,
                         figures_dir=args.figures)
     print(f"{results['prompts_with_rare_subset']} of {results['prompts']} train prompts have a rare subset "
           f"(rule {results['rule']})")
     print("   N   Spearman(risk, loss)   Spearman(visits·risk, loss)   share lost   mean Δlog τ")
+    spread = len(results["config"]["seeds"]) > 1  # one seed has no spread to show
     for n, row in results["summary"].items():
         def cell(key, row=row):
             v = row[key]
-            return "—" if v is None else f"{v[0]:+.3f} ± {v[1]:.3f}"
+            return "—" if v is None else f"{v[0]:+.3f} ± {v[1]:.3f}" if spread else f"{v[0]:+.3f}"
         print(f"{n:>4}   {cell('spearman_risk_vs_loss'):>20}   {cell('spearman_visits_x_risk_vs_loss'):>27}"
               f"   {cell('lost_share'):>10}   {cell('mean_delta_log_tau'):>11}")
     print("calibration (predicted risk bin → share lost):",

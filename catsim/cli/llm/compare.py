@@ -30,14 +30,13 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from catsim.cli.args import show_progress
     from catsim.experiments.llm_compare import run_compare
     from catsim.experiments.llm_pipeline import PipelineConfig
 
     pc = config_from_args(PipelineConfig.compare_quick() if args.quick else PipelineConfig.compare(), args)
     report, published = run_compare(args.out, config=pc, base_models=base_models_from_args(args),
                                     publish=args.publish,
-                                    progress=show_progress(False if args.quiet else None))
+                                    progress=args.progress)
     print(report.read_text())
     print(f"report: {report}")
     if published:

@@ -2,7 +2,7 @@
 optionally ΔNLL_rare / retained answer mass against a base model, a paired m-out-of-n test between
 the first model and each other one, and a solved-then-forgotten ledger across the models in order.
 
-    catsim llm eval runs/sft runs/grpo/model runs/fgrpo/model --n 64 --k 1,8,64 --base runs/sft --test
+    catsim llm eval runs/sft runs/grpo/model runs/fgrpo/model --samples 64 --k 1,8,64 --base runs/sft --test
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.cli.args import parse_int_list, show_progress
+from catsim.cli.args import parse_int_list
 from catsim.cli.llm._distributed import (
     add_distributed_options,
     check_distributed_args,
@@ -21,6 +21,7 @@ from catsim.cli.llm._distributed import (
     writer_print,
 )
 from catsim.cli.llm.rl import add_common_model_options, task_spec_from_args
+from catsim.cli.vocabulary import add_format_argument, add_progress_argument, alias, record_printer
 from catsim.errors import CatsimError
 
 
@@ -29,9 +30,9 @@ def register(subparsers) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+", help="Hugging Face model dirs (checkpoint order for the ledger)")
     add_common_model_options(parser)
-    parser.add_argument("--n", type=int, default=64, help="samples per prompt (default 64)")
+    parser.add_argument("--samples", dest="n", type=int, default=64, help="samples per prompt n (default 64)")
     parser.add_argument("--k", default=None,
-                        help="k values to print, comma list or 2^a:2^b (default: the powers of two up to --n)")
+                        help="k values to print, comma list or 2^a:2^b (default: the powers of two up to --samples)")
     parser.add_argument("--prompts", type=int, default=128, help="prompts scored, 0 = the whole split (default: %(default)s)")
     parser.add_argument("--split", default="heldout", choices=("heldout", "train"),
                         help="task split to score (default: %(default)s)")
@@ -41,15 +42,19 @@ def register(subparsers) -> None:
     parser.add_argument("--batch-size", type=int, default=256, help="rollouts per generate call (default: %(default)s)")
     parser.add_argument("--base", help="base model dir: adds ΔNLL_rare and retained answer mass")
     parser.add_argument("--rare-prompts", type=int, default=256, help="train prompts for the rare set (default: %(default)s)")
-    parser.add_argument("--rare-n", type=int, default=64, help="base samples per prompt for the rare set (default: %(default)s)")
+    parser.add_argument("--rare-samples", dest="rare_n", type=int, default=64,
+                        help="base samples per prompt for the rare set (default: %(default)s)")
     parser.add_argument("--rare-quantile", type=float, default=0.01, help="rare share by base NLL (default: %(default)s)")
     parser.add_argument("--test", action="store_true", help="paired m-out-of-n test: each model vs the first")
     parser.add_argument("--m", type=int, default=None, help="m of the paired test (default n/4)")
     parser.add_argument("--iterations", type=int, default=50_000, help="subsampling iterations (default: %(default)s)")
     parser.add_argument("--ledger", action="store_true", help="solved-then-forgotten ledger across the models")
-    parser.add_argument("--json", help="write every number to this JSON file")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress bars (default: shown when stderr is a terminal)")
+    parser.add_argument("--save", dest="json", metavar="FILE.json", help="also write every number to this JSON file")
+    add_format_argument(parser, what="the pass@k table (json: every number)")
+    add_progress_argument(parser)
+    for old, new in (("--n", "--samples"), ("--rare-n", "--rare-samples"), ("--json", "--save"),
+                     ("--quiet", "--no-progress")):
+        alias(parser, old, new)
     add_distributed_options(parser)
     parser.set_defaults(func=run)
 
@@ -73,24 +78,25 @@ def run(args) -> int:
     for flag in ("n", "prompts", "batch_size", "rare_prompts", "rare_n", "iterations"):
         value = getattr(args, flag)
         if value < (0 if flag == "prompts" else 1):
-            raise CatsimError(f"--{flag.replace('_', '-')} must be {'>= 0' if flag == 'prompts' else 'positive'}, "
+            shown = {"n": "samples", "rare_n": "rare_samples"}.get(flag, flag)
+            raise CatsimError(f"--{shown.replace('_', '-')} must be {'>= 0' if flag == 'prompts' else 'positive'}, "
                               f"got {value}")
     if args.m is not None and not 1 <= args.m <= args.n:
-        raise CatsimError(f"--m must lie in [1, --n = {args.n}], got {args.m}")
+        raise CatsimError(f"--m must lie in [1, --samples = {args.n}], got {args.m}")
     if args.json:
         from catsim.cli.main import check_output_path
 
-        check_output_path(args.json, "--json")
+        check_output_path(args.json, "--save")
     ks = (parse_int_list(args.k, "--k") if args.k is not None
           else [2**i for i in range(args.n.bit_length()) if 2**i <= args.n])
     if max(ks) > args.n:
-        raise CatsimError(f"--k asks for k = {max(ks)} but --n is {args.n}; need n >= k")
+        raise CatsimError(f"--k asks for k = {max(ks)} but --samples is {args.n}; need n >= k")
     check_model_dirs([*args.models, *([args.base] if args.base else [])])
     spec = task_spec_from_args(args) or read_task_file(args.models[0])
     task = task_from_spec(spec)
     data_seed = args.data_seed if args.data_seed is not None else int(spec.get("data_seed", 0))
     max_new = args.max_new_tokens or int(getattr(task, "max_answer_chars", 255)) + 1
-    progress = show_progress(False if args.quiet else None)
+    progress = args.progress  # None: a bar on a terminal, plain lines when stderr is a file
     kw = dict(n=args.n, ks=ks, n_prompts=args.prompts, split=args.split, data_seed=data_seed,
               max_new_tokens=max_new, seed=args.seed, batch_size=args.batch_size, chat_template=args.chat_template,
               progress=progress)
@@ -112,6 +118,7 @@ def run(args) -> int:
             base_mass = ev.answer_mass_table(base, task, prompts)
     header = ["model"] + [f"pass@{k}" for k in ks] + (["ΔNLL_rare", "kept", "Mret"] if base else [])
     rows = [" | ".join(header)]  # printed once every model is loaded and scored: a refusal prints no table
+    records = []  # the same rows for --format csv
     for path in args.models:
         policy = ev.load_policy(path, mesh=mesh)
         res = ev.evaluate_passk(policy, task, label=Path(path).name, **kw)
@@ -127,8 +134,16 @@ def run(args) -> int:
                       f"{res['answer_mass']['kept_fraction']:.3f}" if "answer_mass" in res else "–",
                       f"{res['answer_mass']['mret']:.3f}" if "answer_mass" in res else "–"]
         rows.append(" | ".join(cells))
-    for row in rows:
-        say(row)
+        records.append(_record(path, res, ks))
+    if args.format == "table":
+        for row in rows:
+            say(row)
+    elif args.format == "csv":
+        emit = record_printer("csv", say)
+        for record in records:
+            emit(record)
+    if args.format != "table":  # the test and ledger lines: in the JSON, or beside the CSV on stderr
+        say = _to_stderr(say) if args.format == "csv" else (lambda *a, **k: None)
     counts = [np.asarray(report["models"][p]["num_correct"]) for p in args.models]
     if args.test and len(args.models) > 1:
         m = args.m if args.m is not None else max(1, args.n // 4)
@@ -153,4 +168,32 @@ def run(args) -> int:
         from catsim.llm.rundir import write_json
 
         write_json(Path(args.json), report)
+    if args.format == "json":
+        import json
+
+        writer_print()(json.dumps(report, default=_plain))
     return 0
+
+
+def _record(path: str, res: dict, ks) -> dict:
+    """One CSV row of the pass@k table: the model, pass@k and its interval, the base comparisons."""
+    row: dict = {"model": Path(path).as_posix()}
+    for k in ks:
+        row[f"pass@{k}"] = res["pass_at_k"][k]
+        row[f"pass@{k}_low"], row[f"pass@{k}_high"] = res["interval"][k][0], res["interval"][k][1]
+    if "delta_nll_rare" in res:
+        row["delta_nll_rare"] = res["delta_nll_rare"]
+    if "answer_mass" in res:
+        row["kept"], row["mret"] = res["answer_mass"]["kept_fraction"], res["answer_mass"]["mret"]
+    return row
+
+
+def _to_stderr(say):
+    import sys
+
+    return lambda *a, **k: say(*a, **{**k, "file": sys.stderr})
+
+
+def _plain(value):
+    """JSON for numpy values."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from catsim.cli.vocabulary import add_progress_argument, alias
 from catsim.errors import CatsimError
 
 
@@ -30,8 +31,9 @@ def register(subparsers) -> None:
     parser.add_argument("--paper-shapes", action="store_true",
                         help="with --preset tiny: 17×17 mazes and the paper's model shape (default: off)")
     parser.add_argument("--seeds", type=int, help="seeds (warm-ups) for every N (default: the preset's plan)")
-    parser.add_argument("--group-sizes", help="comma list of N (default: the preset's)")
-    parser.add_argument("--gammas", help="comma list of F-GRPO γ (default: the preset's, 0.5,1 for paper/cpu)")
+    parser.add_argument("--group-size", dest="group_sizes", help="comma list of N (default: the preset's)")
+    parser.add_argument("--gamma", dest="gammas",
+                        help="comma list of F-GRPO γ (default: the preset's, 0.5,1 for paper/cpu)")
     parser.add_argument("--arms", metavar="NAMES",
                         help="run the study's arms instead: 'all' or a comma list of arm names (the preset's "
                              "arms: entropy, KL, DAPO, CISPO, switch, γ ramp, 4 updates, horizon; the arms each is "
@@ -45,7 +47,9 @@ def register(subparsers) -> None:
     parser.add_argument("--report", metavar="DIR",
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
                              "run nothing; refused when a summary file disagrees with the runs in OUT (default: off)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars (default: shown on a terminal)")
+    add_progress_argument(parser)
+    for old, new in (("--group-sizes", "--group-size"), ("--gammas", "--gamma"), ("--quiet", "--no-progress")):
+        alias(parser, old, new)
     add_log_to_argument(parser)
     parser.set_defaults(func=run)
 
@@ -60,13 +64,12 @@ def preset_from_args(args):
     least = 0 if args.arms is not None or args.trainer == "trl" else 1  # 0: rewrite arms.json / trl.json only
     if args.max_runs is not None and args.max_runs < least:
         raise CatsimError(f"--max-runs must be >= {least}{' for the study' if least else ''}, got {args.max_runs}")
-    sizes = None if args.group_sizes is None else parse_int_list(args.group_sizes, "--group-sizes")
-    gammas = None if args.gammas is None else parse_float_list(args.gammas, "--gammas")
+    sizes = None if args.group_sizes is None else parse_int_list(args.group_sizes, "--group-size")
+    gammas = None if args.gammas is None else parse_float_list(args.gammas, "--gamma")
     return sp.with_overrides(seeds=args.seeds, group_sizes=sizes, gammas=gammas)
 
 
 def run(args) -> int:
-    from catsim.cli.args import show_progress
     from catsim.cli.main import check_output_path
 
     if args.report:
@@ -96,7 +99,7 @@ def run(args) -> int:
         return _run_trl(args, sp)
     from catsim.experiments.maze_study import run_study
 
-    results = run_study(args.out, sp, progress=show_progress(False if args.quiet else None),
+    results = run_study(args.out, sp, progress=args.progress,
                         log_to=args.log_to, max_runs=args.max_runs)
     if results is not None:
         from catsim.experiments.maze_report import table_lines
@@ -128,14 +131,13 @@ def _check_report_args(args, results: dict) -> None:
 
 
 def _run_arms(args, sp) -> int:
-    from catsim.cli.args import show_progress
     from catsim.experiments.maze_arms import arm_set, run_arms
 
     names = [n.strip() for n in args.arms.split(",") if n.strip()]
     if not names:
         raise CatsimError("--arms: give 'all' or arm names")
     arms = arm_set(sp.name.removesuffix("-paper-shapes"), None if names == ["all"] else names)
-    result = run_arms(args.out, sp, arms, progress=show_progress(False if args.quiet else None),
+    result = run_arms(args.out, sp, arms, progress=args.progress,
                       log_to=args.log_to, max_runs=args.max_runs)
     for c in result["claims"]:
         print(f"{c['verdict']:>13}: {c['claim']}")
@@ -144,10 +146,9 @@ def _run_arms(args, sp) -> int:
 
 
 def _run_trl(args, sp) -> int:
-    from catsim.cli.args import show_progress
     from catsim.experiments.maze_trl import cross_lines, run_trl_study
 
-    result = run_trl_study(args.out, sp, progress=show_progress(False if args.quiet else None),
+    result = run_trl_study(args.out, sp, progress=args.progress,
                            max_runs=args.max_runs)
     print("\n".join(cross_lines(result)))
     print(f"{len(result['runs'])} TRL runs finished, {len(result['pending'])} pending; TRL: {args.out}/trl.json")

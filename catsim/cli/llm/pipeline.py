@@ -21,12 +21,14 @@ from catsim.cli.llm._distributed import (
     mesh_from_args,
     writer_print,
 )
+from catsim.cli.vocabulary import add_progress_argument, alias
 from catsim.errors import CatsimError
 
 # option -> PipelineConfig field overridden by it (the same name with dashes)
 FIELDS = ("gamma", "rl_steps", "rollouts_per_step", "learning_rate", "eval_n", "eval_prompts",
           "target_reward", "heldout_every")
-RUN_OPTIONS = ("quick", "base_model", "tasks", "runs", "seeds", *FIELDS, "quiet")  # what --rerender never reads
+RUN_OPTIONS = ("quick", "base_model", "tasks", "runs", "seeds", *FIELDS, "progress")  # what --rerender never reads
+FLAGS = {"learning_rate": "--lr", "eval_n": "--eval-samples"}  # fields whose flag is not their name (the vocabulary)
 HELP = {"gamma": "γ of the f- runs and of the grpo-lowlr control",
         "rl_steps": "RL steps per run", "rollouts_per_step": "rollouts per RL step (compute-matched across N)",
         "learning_rate": "RL learning rate", "eval_n": "samples per held-out prompt (pass@k for k ≤ this)",
@@ -76,9 +78,14 @@ def add_pipeline_options(parser: argparse.ArgumentParser, full, quick) -> None:
     parser.add_argument("--seeds", help=f"RL seeds, e.g. 0,1,2 {default('seeds')}")
     for name in FIELDS:
         kind = float if isinstance(getattr(full, name), float) else int
-        parser.add_argument("--" + name.replace("_", "-"), type=kind, help=f"{HELP[name]} {default(name)}")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress bars (default: shown when stderr is a terminal)")
+        parser.add_argument(_flag(name), dest=name, type=kind, help=f"{HELP[name]} {default(name)}")
+    add_progress_argument(parser)
+    for name, new in (*FLAGS.items(), ("quiet", "--no-progress")):
+        alias(parser, "--" + name.replace("_", "-"), new)
+
+
+def _flag(name: str) -> str:
+    return FLAGS.get(name, "--" + name.replace("_", "-"))
 
 
 def config_from_args(pc, args):
@@ -119,15 +126,14 @@ def base_models_from_args(args) -> dict:
 
 
 def run(args) -> int:
-    from catsim.cli.args import show_progress
     from catsim.experiments.llm_pipeline import PipelineConfig, run_pipeline, write_results
 
     check_distributed_args(args)
     if args.rerender:
         from catsim.experiments.llm_report import load_results
 
-        given = [f"--{name.replace('_', '-')}" for name in RUN_OPTIONS
-                 if getattr(args, name) is not None and getattr(args, name) is not False]  # 0 is given
+        given = [_flag(name) for name in RUN_OPTIONS if getattr(args, name) is not None
+                 and (getattr(args, name) is not False or name == "progress")]  # 0 is given; --no-progress too
         if given:  # they were ignored: a rerender redraws what results.json holds
             raise CatsimError(f"{', '.join(given)}: not read with --rerender, which runs nothing and redraws "
                               f"{args.out}/results.json as it is")
@@ -140,7 +146,7 @@ def run(args) -> int:
     bases = base_models_from_args(args)
     initialize_from_args(args)  # every process runs every phase over one mesh; process 0 writes
     report = run_pipeline(args.out, config=pc, base_models=bases,
-                          progress=show_progress(False if args.quiet else None), mesh=mesh_from_args(args))
+                          progress=args.progress, mesh=mesh_from_args(args))
     say = writer_print()
     say(report.read_text())
     say(f"report: {report}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 
+from catsim.cli.vocabulary import add_format_argument, write_csv
 from catsim.errors import CatsimError
 
 
@@ -31,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
                         help="model dtype (default: the checkpoint's)")
     parser.add_argument("--kl-coef", type=float, default=0.0, help="KL coefficient of the run (default 0)")
-    parser.add_argument("--method", default="grpo", help="RL method (default grpo)")
+    parser.add_argument("--method", default="grpo",
+                        help="RL method, as llm rl's --method (f-grpo, f-dapo, f-cispo: their focal weight "
+                             "costs no memory) (default grpo)")
     parser.add_argument("--mesh", default="none", metavar="none|DxF",
                         help="device mesh DATAxFSDP such as 1x8 (default none: one device)")
     parser.add_argument("--device-memory", type=float, default=None, metavar="GiB",
@@ -42,8 +45,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="rollout prompt tokens, with --rollout (default 512)")
     parser.add_argument("--new-tokens", type=int, default=None,
                         help="rollout new tokens at most, with --rollout (default: --seq minus --prompt-len)")
-    parser.add_argument("--format", choices=["table", "json"], default="table", help="output format")
+    add_format_argument(parser, what="the plan (csv: one row of every number)")
     parser.set_defaults(func=run)
+
+
+def _flat(record: dict, prefix: str = "") -> dict:
+    """A nested dict as one level: {"a": {"b": 1}} -> {"a.b": 1}."""
+    out: dict = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -82,15 +96,20 @@ def run(args: argparse.Namespace) -> int:
         with_rollout,
     )
     from catsim.llm.rl import RLConfig
+    from catsim.objectives import focal
 
     model_cfg = read_model_config(args.model, dtype=args.dtype, remat=args.remat)
     # B rows as B groups of one (the compiled step sees rows; the advantages' std never enters it)
-    rl_cfg = RLConfig.from_flat(method=args.method, prompts_per_step=args.batch, group_size=1,
+    rl_cfg = RLConfig.from_flat(method=focal.resolve_method(args.method, None)[0], prompts_per_step=args.batch,
+                                group_size=1,
                                 micro_batch_size=args.micro_batch, kl_coef=args.kl_coef,
                                 adv_std="population")
     mesh = parse_mesh(args.mesh)
     plan = plan_rl_step(model_cfg, rl_cfg, seq=args.seq, mesh=mesh, device_memory_gib=args.device_memory)
     if rollout is not None:
         plan = with_rollout(plan, model_cfg, *rollout)
+    if args.format == "csv":
+        write_csv([_flat(plan.to_dict())])
+        return 0
     print(plan_json(plan) if args.format == "json" else format_plan(plan))
     return 0

@@ -3,7 +3,7 @@
 Every `RLConfig` option has a flag (`--group-size 8`, `--gamma 0.5`, ...), grouped by the config
 section it sets. Rerunning the same command in the same --out resumes. Example:
 
-    catsim llm rl --base runs/sft --out runs/fgrpo --method grpo --gamma 0.5 --steps 100
+    catsim llm rl --base runs/sft --out runs/fgrpo --method f-grpo --steps 100   # GRPO, focal γ = 0.5
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from catsim.cli.llm._distributed import (
     mesh_from_args,
     writer_print,
 )
+from catsim.cli.vocabulary import add_dual_clip_arguments, add_progress_argument, alias
 from catsim.errors import CatsimError
 
 SECTION_TITLES = {None: "method", "objective": "objective", "gamma": "focal γ schedule",
@@ -46,18 +47,28 @@ def add_rl_options(parser: argparse.ArgumentParser) -> None:
     section, with its real default and, for enumerated options, its choices. Unset options keep the
     config's default (argparse default None), so `rl_config_from_args` sees only what was given."""
     from catsim.llm.rl.config import CHOICES, FLAT
+    from catsim.objectives import focal
 
     groups: dict = {}
     for name, (section, field, text) in FLAT.items():
         if section not in groups:
             groups[section] = parser.add_argument_group(f"RL {SECTION_TITLES[section]}")
-        group, flag = groups[section], "--" + name.replace("_", "-")
+        group, flag = groups[section], RENAMED.get(name, "--" + name.replace("_", "-"))
         default, kind = _default(section, field), _field_type(section, field)
         shown = default
         if default is None:
             shown = "on for asym-grpo, off otherwise" if section == "components" else "the method's"
         help_text = text if "(default:" in text else f"{text} (default: {shown})"
-        if kind.startswith("bool"):
+        if name == "method":
+            names = focal.focal_names(CHOICES[name])
+            group.add_argument(flag, dest=name, choices=CHOICES[name] + names, default=None,
+                               help=f"{text}; {', '.join(names)} = the same with the focal weight (1 − μ̂)^γ on, "
+                                    f"at --gamma (default {focal.NAMED_GAMMA:g}; 0 refused) (default: {shown})")
+        elif name == "dual_clip":  # the simulator's form: a switch, with the clip's max-norm as its value
+            add_dual_clip_arguments(group, "on for asym-grpo, off otherwise",
+                                    below="×--dual-clip-amplification below --dual-clip-lower; "
+                                          "MAX_NORM = --grad-clip")
+        elif kind.startswith("bool"):
             group.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif name in CHOICES:
             group.add_argument(flag, dest=name, choices=CHOICES[name], default=None, help=help_text)
@@ -67,14 +78,32 @@ def add_rl_options(parser: argparse.ArgumentParser) -> None:
             group.add_argument(flag, dest=name, type=float, default=None, metavar="X", help=help_text)
         else:
             group.add_argument(flag, dest=name, default=None, help=help_text)
+    for name, new in RENAMED.items():
+        alias(parser, "--" + name.replace("_", "-"), new)
+
+
+RENAMED = {"learning_rate": "--lr"}  # RLConfig options whose flag is not their name (the CLI's vocabulary)
 
 
 def rl_config_from_args(args):
-    """The `RLConfig` of the options given on the command line."""
+    """The `RLConfig` of the options given on the command line: --method f-grpo is GRPO with the
+    focal weight on (γ = `focal.NAMED_GAMMA` unless --gamma is given; --gamma 0 refused), and
+    --dual-clip MAX_NORM is --dual-clip --grad-clip MAX_NORM."""
     from catsim.llm.rl import FLAT, RLConfig
+    from catsim.objectives import focal
 
-    return RLConfig.from_flat(**{name: getattr(args, name) for name in FLAT
-                                 if getattr(args, name, None) is not None})
+    given = {name: getattr(args, name) for name in FLAT if getattr(args, name, None) is not None}
+    if "method" in given:
+        given["method"], gammas = focal.resolve_method(given["method"], (given["gamma"],) if "gamma" in given else None)
+        if gammas is not None:
+            given["gamma"] = gammas[0]
+    clip = given.get("dual_clip")
+    if clip is not None and clip is not True and clip is not False:
+        if given.get("grad_clip", clip) != clip:
+            raise CatsimError(f"--dual-clip {clip:g} and --grad-clip {given['grad_clip']:g} name two max-norms "
+                              "for one clip; give one")
+        given["dual_clip"], given["grad_clip"] = True, clip
+    return RLConfig.from_flat(**given)
 
 
 def parse_task_options(items) -> dict:
@@ -99,8 +128,9 @@ def add_common_model_options(parser: argparse.ArgumentParser) -> None:
     add_task_arguments(parser, required=False)
     parser.add_argument("--task-opt", action="append", metavar="KEY=VALUE",
                         help="any other task config field, repeatable (e.g. --task-opt question_field=problem)")
-    parser.add_argument("--chat-template", action="store_true",
-                        help="wrap prompts with the tokenizer's chat template (instruct checkpoints)")
+    parser.add_argument("--chat-template", action=argparse.BooleanOptionalAction, default=False,
+                        help="wrap prompts in the tokenizer's chat template (instruct checkpoints; default: off)")
+    alias(parser, "--chat", "--chat-template")
 
 
 def task_spec_from_args(args) -> dict | None:
@@ -128,7 +158,8 @@ def register(subparsers) -> None:
     parser.add_argument("--remat", action="store_true", help="recompute activations in the backward pass (default off)")
     parser.add_argument("--stop-after", type=int, default=None, help="stop once this many steps are done (state saved; rerun to resume)")
     parser.add_argument("--overwrite", action="store_true", help="discard a previous run in --out")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_progress_argument(parser, default="shown")
+    alias(parser, "--quiet", "--no-progress")
     from catsim.tracking import add_log_to_argument
 
     add_log_to_argument(parser)
@@ -156,7 +187,7 @@ def run(args) -> int:
     initialize_from_args(args)  # after every check: a bad option stops each process at once
     mesh = mesh_from_args(args)
     result = run_rl(args.base, args.out, cfg, task_spec=spec, mesh=mesh,
-                    stop_after=args.stop_after, overwrite=args.overwrite, progress=not args.quiet,
+                    stop_after=args.stop_after, overwrite=args.overwrite, progress=args.progress is not False,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat,
                     log_to=args.log_to)
     state = "finished" if result.finished else "stopped"

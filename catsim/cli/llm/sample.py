@@ -1,7 +1,7 @@
 """`catsim llm sample`: draw completions from a Hugging Face model directory.
 
 Prompts come from --prompt (repeatable), or from a task's split with --task (each completion
-printed with its verifier reward). --json prints one JSON object per completion. Example:
+printed with its verifier reward). --format json prints one JSON object per completion. Example:
 
     catsim llm sample --model DIR --prompt "What is 2+2?" --n 4 --max-new-tokens 128
 """
@@ -9,7 +9,6 @@ printed with its verifier reward). --json prints one JSON object per completion.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from catsim.cli.llm._distributed import (
@@ -19,6 +18,7 @@ from catsim.cli.llm._distributed import (
     mesh_from_args,
     writer_print,
 )
+from catsim.cli.vocabulary import add_format_argument, add_progress_argument, alias, record_printer
 from catsim.errors import CatsimError
 
 
@@ -26,7 +26,8 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that samples from a model (sample, eval, rl)."""
     parser.add_argument("--model", required=True, help="Hugging Face model directory (config.json, "
                         "*.safetensors, tokenizer.json)")
-    parser.add_argument("--n", type=int, default=1, help="samples per prompt (default 1)")
+    parser.add_argument("--samples", dest="n", type=int, default=1, help="samples per prompt (default 1)")
+    alias(parser, "--n", "--samples")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="completion length cap (default 256)")
     parser.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (default 1.0)")
     parser.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (default 1 = off)")
@@ -34,10 +35,11 @@ def add_sampling_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="PRNG seed (default 0)")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
                         help="compute dtype (default: the checkpoint's)")
-    chat = parser.add_mutually_exclusive_group()
-    chat.add_argument("--chat", dest="chat", action="store_true", default=None,
-                      help="wrap prompts in the chat template (default when the tokenizer has one)")
-    chat.add_argument("--raw", dest="chat", action="store_false", help="use prompts as raw text")
+    parser.add_argument("--chat-template", dest="chat", action=argparse.BooleanOptionalAction, default=None,
+                        help="wrap prompts in the tokenizer's chat template; --no-chat-template: raw text "
+                             "(default: when the tokenizer has one)")
+    alias(parser, "--chat", "--chat-template")
+    alias(parser, "--raw", "--no-chat-template")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,11 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_sampling_arguments(parser)
     parser.add_argument("--prompt", action="append", default=[], help="prompt text (repeatable)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per completion")
-    parser.add_argument("--format", choices=["text", "json"], default=None,
-                        help="json = one JSON object per completion (same as --json)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress bar (default: shown when stderr is a terminal)")
+    add_format_argument(parser, what="the completions (csv, json: one record per completion)")
+    alias(parser, "--json", "--format", "json")
+    add_progress_argument(parser)
+    alias(parser, "--quiet", "--no-progress")
     from catsim.cli.llm._task_args import add_task_arguments, add_task_sampling_arguments
 
     add_task_arguments(parser, required=False, task_default="none: sample the --prompt texts")
@@ -79,19 +80,17 @@ def sampling_config(args: argparse.Namespace, cfg, tokenizer):
 
 
 def progress_bar(rows: int, args: argparse.Namespace):
-    """The sampling progress bar (rollouts) on stderr: drawn on a terminal unless --quiet."""
+    """The sampling progress bar (rollouts) on stderr: --progress / --no-progress, else on a terminal."""
     from catsim.cli.args import show_progress
     from catsim.llm.evaluate import rollout_progress_bar
 
-    return rollout_progress_bar(rows, "sample", show_progress(False if args.quiet else None))
+    return rollout_progress_bar(rows, "sample", show_progress(args.progress))
 
 
 def run(args: argparse.Namespace) -> int:
     import jax
 
     check_distributed_args(args)
-    if args.format == "json":
-        args.json = True
     if args.task is not None:  # prompts from a built-in task, each completion with its reward
         from catsim.cli.llm._task_args import run_task_sampling
 
@@ -106,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
     prompts = prompt_sources(args)
     if args.n < 1:
-        raise CatsimError(f"--n must be a positive integer, got {args.n}")
+        raise CatsimError(f"--samples must be a positive integer, got {args.n}")
     initialize_from_args(args)  # every process samples the same rows over one mesh; process 0 prints
     mesh, say = mesh_from_args(args), writer_print()
     cfg, params = load_model(args.model, dtype=args.dtype, mesh=mesh)
@@ -121,14 +120,15 @@ def run(args: argparse.Namespace) -> int:
                                batch_size=whole_rows(bucket(len(prompts) * args.n, floor=8), mesh),
                                width=bucket(max(len(encode_prompt(tokenizer, p, chat)) for p in prompts)),
                                progress=bar)
+    emit = record_printer(args.format, say)
     for row in range(len(prompts) * args.n):
         ids = [int(t) for t in groups.tokens[row][groups.mask[row]]]
         finished = bool(groups.finished[row])
         text = tokenizer.decode(ids[:-1] if finished else ids)  # special tokens kept
         pid, sid = row // args.n, row % args.n
-        if args.json:
-            say(json.dumps({"prompt_id": pid, "sample_id": sid, "text": text, "tokens": ids,
-                            "logprob": float(groups.logprob[row]), "finished": finished}))
+        if args.format != "table":
+            emit({"prompt_id": pid, "sample_id": sid, "text": text, "tokens": ids,
+                  "logprob": float(groups.logprob[row]), "finished": finished})
         else:
             end = "stop" if finished else "length"
             say(f"--- prompt {pid} sample {sid} ({len(ids)} tokens, {end}, logprob {groups.logprob[row]:.3f})")

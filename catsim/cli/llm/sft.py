@@ -20,6 +20,7 @@ from catsim.cli.llm._distributed import (
     writer_print,
 )
 from catsim.cli.llm._task_args import add_task_arguments, task_options
+from catsim.cli.vocabulary import add_format_argument, add_progress_argument, record_printer
 from catsim.errors import CatsimError
 
 
@@ -61,8 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--eval-prompts", type=int, default=128, help="held-out prompts scored at the end, 0 = none (default: %(default)s)")
     e.add_argument("--eval-samples", type=int, default=4, help="temperature-1 samples per held-out prompt (default: %(default)s)")
     add_distributed_options(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--format", choices=["text", "json"], default="text", help="summary format (default: %(default)s)")
+    add_progress_argument(p, default="shown")
+    add_format_argument(p, what="the summary")
     from catsim.tracking import add_log_to_argument
 
     add_log_to_argument(p)
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     initialize_from_args(args)
     result = run_sft(task, cfg, size, args.out, stop_after=args.stop_after, overwrite=args.overwrite,
                      eval_prompts=args.eval_prompts, eval_samples=args.eval_samples,
-                     progress=not args.no_progress, dtype=args.dtype, log_to=args.log_to,
+                     progress=args.progress is not False, dtype=args.dtype, log_to=args.log_to,
                      mesh=mesh_from_args(args))
     say = writer_print()
     final_loss = _final_loss(result)
@@ -97,6 +98,9 @@ def run(args: argparse.Namespace) -> int:
                "final_loss": final_loss, "seconds": round(result.seconds, 1), "eval": result.eval}
     if args.format == "json":
         say(json.dumps(summary, allow_nan=False))
+    elif args.format == "csv":
+        flat = {k: v for k, v in summary.items() if k != "eval"}
+        record_printer("csv", say)({**flat, **{f"eval_{k}": v for k, v in (result.eval or {}).items()}})
     else:
         state = "finished" if result.finished else f"stopped at step {result.steps_done} (rerun to resume)"
         loss = "no step logged" if final_loss is None else f"final loss {final_loss:.4f}"
