@@ -127,6 +127,17 @@ def test_arms_frontier_gives_every_arm_its_own_colour_and_marker(drawn, maze):
     assert len(set(styles)) == len(styles)
 
 
+def test_arms_horizon_counts_one_seed_in_words(drawn, maze):
+    from catsim.plots import maze_arms
+
+    arms = json.loads((FIGURES / "maze-study" / "arms.json").read_text())
+    first = min(r["seed"] for r in arms["runs"])
+    arms = {**arms, "runs": [r for r in arms["runs"] if r["seed"] == first]}  # one seed an arm
+    fig = drawn(maze_arms, maze_arms.plot_horizon, arms, maze, "x.png")
+    labels = _legend_labels(fig)
+    assert labels and all(x.endswith("(1 seed)") for x in labels)
+
+
 # --- the methods study (figures/methods) ----------------------------------------------------------
 
 def _methods_study():

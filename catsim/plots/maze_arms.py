@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.plots.maze_study import _plt, warm_up_on_curve_mazes
+from catsim.plots.maze_study import _plt, seeds_text, warm_up_on_curve_mazes
 from catsim.plots.save import save_figure
 
 
@@ -53,7 +53,7 @@ def plot_horizon(arms: dict, results: dict, path: str | Path, ks=(1, 64)) -> Pat
             if not runs or any(v is None for c in curves for v in c):
                 continue
             steps = [0] + [c["step"] for c in runs[0]["curve"]]
-            ax.plot(steps, np.mean(curves, axis=0), marker="o", ms=3, label=f"{name} ({len(runs)} seeds)")
+            ax.plot(steps, np.mean(curves, axis=0), marker="o", ms=3, label=f"{name} ({seeds_text(len(runs))})")
         ax.set_title(f"pass@{k} against RL step")
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
