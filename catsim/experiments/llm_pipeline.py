@@ -209,7 +209,7 @@ def check_warm_up(out: Path, task, cfg, size) -> None:
 
 
 def run_pipeline(out_dir: str | Path, *, quick: bool = False, config: PipelineConfig | None = None,
-                 base_models: dict | None = None, progress: bool = True, mesh=None) -> Path:
+                 base_models: dict | None = None, progress: bool | None = True, mesh=None) -> Path:
     """Run everything and write the report; returns the path of report.md.
 
     base_models: {task name: Hugging Face model dir with catsim_task.json} to skip the warm-up.

@@ -223,7 +223,7 @@ def arm_config(sp: StudyPreset, arm: Arm, seed: int, max_new: int):
                                 snapshot_every=arm.curve_every)
 
 
-def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool = True, log_to: tuple = (),
+def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | None = True, log_to: tuple = (),
              max_runs: int | None = None, say=print) -> dict:
     """Train and evaluate every arm's missing runs (at most `max_runs` this call), seed by seed in
     the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on)

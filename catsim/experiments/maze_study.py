@@ -241,7 +241,7 @@ def rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, max
                               save_every=max(1, min(50, steps // sp.checkpoints)))
 
 
-def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, log_to: tuple = (),
+def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = True, log_to: tuple = (),
               max_runs: int | None = None, say=print) -> dict | None:
     """Run (or resume) the study in `out_dir` and write results.json; returns the results, or None
     when `max_runs` RL runs were done this call and more remain (rerun to go on)."""

@@ -39,6 +39,7 @@ from catsim.experiments.maze_pieces import read_piece, run_problem
 from catsim.experiments.maze_presets import StudyPreset, run_label
 from catsim.experiments.maze_summaries import write_summary
 from catsim.files import write_text
+from catsim.progress import progress_bar
 
 TRL_FILE = "trl.json"
 METHODS = (("grpo", 0.0), ("f-grpo", 0.5))
@@ -102,13 +103,12 @@ def trl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, ma
 
 
 def train(sp: StudyPreset, task, base: Path, rdir: Path, method: str, n: int, gamma: float, seed: int,
-          max_new: int, progress: bool = True) -> list[dict]:
+          max_new: int, progress: bool | None = True) -> list[dict]:
     """Train one TRL run from the warm-up `base`; writes rdir/trl_log.jsonl, then rdir/model (a catsim
     model directory: TRL's weights, the warm-up's tokenizer and task files) in one rename. Progress:
     one bar (TRL's own callbacks print every step's log, which `logging_steps=1` makes a flood)."""
     import torch
     from datasets import Dataset
-    from tqdm.auto import tqdm
     from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast, TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOTrainer
@@ -130,7 +130,7 @@ def train(sp: StudyPreset, task, base: Path, rdir: Path, method: str, n: int, ga
 
     times: list[float] = []
 
-    bar = tqdm(total=sp.rl_steps, desc=f"s{seed} {rdir.name}", disable=not progress, dynamic_ncols=True)
+    bar = progress_bar(sp.rl_steps, f"s{seed} {rdir.name}", progress, unit="step")
 
     class Timer(TrainerCallback):
         def on_step_begin(self, *_, **__):
@@ -201,7 +201,7 @@ def check_plan_has_gamma(sp: StudyPreset) -> None:
                           f"{', '.join(f'{g:g}' for g in missing)} to --gamma")
 
 
-def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool = True, max_runs: int | None = None,
+def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = True, max_runs: int | None = None,
                   say=print) -> dict:
     """Train and evaluate the missing TRL runs (at most `max_runs` this call) and write trl.json (the
     pending runs listed when some remain; rerun to go on). The study's warm-ups must be there."""

@@ -66,10 +66,11 @@ def _sampling(policy: Policy, max_new_tokens: int, temperature: float = 1.0, top
 
 def sample(policy: Policy, task, prompts, n: int, *, max_new_tokens: int, seed: int = 0,
            batch_size: int = 256, temperature: float = 1.0, chat_template: bool = False,
-           progress: bool = False, label: str = "sample"):
+           progress: bool | None = False, label: str = "sample"):
     """n completions per prompt (`catsim.llm.rollout.Groups`); randomness keyed by (seed, prompt, sample).
 
-    progress: a bar on stderr named `label`, counting rollouts (removed when done)."""
+    progress: rollouts done on stderr, named `label` (`rollout_progress_bar`; True, False or None =
+    automatic)."""
     if n < 1:
         raise CatsimError(f"samples per prompt must be >= 1, got {n}")
     layout: dict = {"batch_size": batch_size}
@@ -84,14 +85,13 @@ def sample(policy: Policy, task, prompts, n: int, *, max_new_tokens: int, seed: 
                              chat_template=chat_template, progress=bar, **layout)
 
 
-def rollout_progress_bar(total: int, label: str, enabled: bool):
-    """A bar on stderr counting rollouts (`sample_groups(progress=...)`), removed when done."""
-    import sys
+def rollout_progress_bar(total: int, label: str, mode: bool | None, long: bool = True):
+    """Rollouts done (`sample_groups(progress=...)`) on stderr: a bar on a terminal, removed when done,
+    or plain lines (`catsim.progress.progress_bar`: mode True, False or None = automatic; `long`
+    False keeps a piped command silent in automatic mode)."""
+    from catsim.progress import progress_bar
 
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=label, unit="rollout", file=sys.stderr, disable=not enabled,
-                dynamic_ncols=True, leave=False)
+    return progress_bar(total, label, mode, unit="rollout", leave=False, long=long)
 
 
 def eval_prompts(task, split: str, data_seed: int, n_prompts: int):
@@ -116,10 +116,10 @@ def passk_summary(num_correct_P, n: int, ks, *, seed: int = 0, confidence: float
 
 def evaluate_passk(policy: Policy, task, *, n: int, ks, n_prompts: int = 128, split: str = "heldout",
                    data_seed: int = 0, max_new_tokens: int = 64, seed: int = 0, batch_size: int = 256,
-                   correct_threshold: float = 1.0, chat_template: bool = False, progress: bool = False,
+                   correct_threshold: float = 1.0, chat_template: bool = False, progress: bool | None = False,
                    label: str = "eval") -> dict:
     """pass@k on `n_prompts` prompts of `split` with n samples each (see the module docstring);
-    progress: a bar on stderr named `label`."""
+    progress: rollouts done on stderr, named `label` (`rollout_progress_bar`)."""
     prompts = eval_prompts(task, split, data_seed, n_prompts)
     take_unscored(task)  # count only this evaluation's unverified completions
     groups = sample(policy, task, prompts, n, max_new_tokens=max_new_tokens, seed=seed,
@@ -153,7 +153,7 @@ class RareSet:
 
 def rare_correct_set(base: Policy, task, *, n_prompts: int = 256, n: int = 32, rare_quantile: float = 0.01,
                      data_seed: int = 0, max_new_tokens: int = 64, seed: int = 0, batch_size: int = 256,
-                     correct_threshold: float = 1.0, split: str = "train", progress: bool = False) -> RareSet:
+                     correct_threshold: float = 1.0, split: str = "train", progress: bool | None = False) -> RareSet:
     """Sample the base model on train prompts and keep the top `rare_quantile` of its correct
     samples by length-normalised NLL (paper: 256 prompts × 800 rollouts, top 1%)."""
     if not 0 < rare_quantile <= 1:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -325,7 +324,7 @@ def run_sft(
     overwrite: bool = False,
     eval_prompts: int = 128,
     eval_samples: int = 4,
-    progress: bool = True,
+    progress: bool | None = True,
     dtype: str = "float32",
     log_to: tuple[str, ...] = (),
     mesh=None,
@@ -338,6 +337,7 @@ def run_sft(
     dtype: compute dtype, "float32" or "bfloat16" (mixed precision: parameters, gradients and
     optimizer state stay float32; the forward pass casts each block's weights to bfloat16).
     log_to: extra sinks of the step metrics besides the JSONL log ("tensorboard", "wandb").
+    progress: steps done on stderr (True, False or None = automatic: `catsim.progress.progress_bar`).
     mesh: optional `jax.sharding.Mesh` (FSDP-sharded state, batches split over it; the batch size
     and the evaluation's sample rows are padded / must divide by its device count); multi-process
     runs pass a mesh over every process's devices (see the module docstring).
@@ -383,15 +383,15 @@ def run_sft(
 
 
 def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cfg: SFTConfig, state: TrainState,
-           start: int, end: int, progress: bool, log_to=(), mesh=None) -> tuple[TrainState, float]:
-    """Steps start..end-1 with the step log and periodic saves; returns (state, last loss)."""
-    from tqdm.auto import tqdm
+           start: int, end: int, progress: bool | None, log_to=(), mesh=None) -> tuple[TrainState, float]:
+    """Steps start..end-1 with the step log and periodic saves; returns (state, last loss). progress:
+    steps done on stderr with `catsim.progress.SFT_FIELDS` (`catsim.progress.progress_bar`'s mode)."""
+    from catsim.progress import progress_bar
 
     step_once = step_fn(model_cfg, cfg, mesh)
     schedule = learning_rate_schedule(cfg)
     last_loss = float("nan")
-    bar = tqdm(total=cfg.steps, initial=start, desc="sft", file=sys.stderr, disable=not (progress and run.primary),
-               dynamic_ncols=True)
+    bar = progress_bar(cfg.steps, "sft", progress if run.primary else False, unit="step", initial=start)
     logged = saved = start  # the last step whose record is in the log / whose state is saved
     try:
         with run.open_log(start, log_to=log_to, config=dataclasses.asdict(cfg)) as log:
@@ -409,8 +409,8 @@ def _train(run: rundir.RunDir, task: Task, tokenizer, model_cfg: ModelConfig, cf
                                   "seconds": round(time.perf_counter() - t0, 4)}
                         log.write(record)
                         record, logged = None, step + 1
+                        bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")  # SFT_FIELDS
                         bar.update(1)
-                        bar.set_postfix(loss=f"{last_loss:.3f}", acc=f"{metrics['token_accuracy']:.2f}")
                         if (step + 1) % cfg.save_every == 0 or step + 1 == end:
                             safeguards.check_params("SFT", step + 1, state.params, saved, run.state_path)
                             run.save_state(state, step + 1)

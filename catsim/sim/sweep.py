@@ -13,7 +13,6 @@ import dataclasses
 import hashlib
 import itertools
 import json
-import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -150,7 +149,7 @@ def _describe(config: SimConfig) -> dict:
 
 def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
              gammas: Sequence[float] | None = None, seeds=1,
-             low_lr_gammas: Sequence[float] | None = None, progress: bool = False,
+             low_lr_gammas: Sequence[float] | None = None, progress: bool | None = False,
              shard: bool = False) -> SimResults:
     """Run `config` for every N in `group_sizes` × γ in `gammas` × seed.
 
@@ -160,7 +159,8 @@ def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
       seeds: K (seeds 0…K−1) or a list of seeds.
       low_lr_gammas: App. N control values G (lr × m_G; 0 = off), one method each
         (`low_lr_variants`); None = the config's own `update.low_lr_gamma`.
-      progress: show a tqdm bar on stderr.
+      progress: progress on stderr (`catsim.progress.progress_bar`'s mode: True, False, or None =
+        a bar on a terminal only).
       shard: split the run axis over all local devices.
 
     Returns:
@@ -174,7 +174,7 @@ def simulate(config: SimConfig, *, group_sizes: Sequence[int] | None = None,
     configs = [dataclasses.replace(variant, group_size=int(n))  # validates N
                for variant in low_lr_variants(config, low_lr_gammas) for n in sizes]
     _check_k(configs)
-    bar = _progress_bar(len(configs) * len(gs) * len(seed_list) * config.steps, progress)
+    bar = _progress_bar(len(configs) * len(gs) * len(seed_list) * config.steps, progress, long=False)
     parts = []
     try:
         for cfg in configs:
@@ -193,13 +193,13 @@ def _cell_results(cfg: SimConfig, gammas, seeds, cell: dict) -> SimResults:
                       data, {cfg.method_label: _describe(cfg)})
 
 
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
+def _progress_bar(total: int, mode: bool | None, long: bool = True):
+    """Run-steps done, on stderr (`catsim.progress.progress_bar`; None when switched off)."""
+    if mode is False:
         return None
-    from tqdm.auto import tqdm
+    from catsim.progress import progress_bar
 
-    return tqdm(total=total, unit="run-step", unit_scale=True, file=sys.stderr,
-                dynamic_ncols=True, smoothing=0.1)
+    return progress_bar(total, "simulator", mode, unit="run-step", unit_scale=True, long=long)
 
 
 def _cell_key(cfg: SimConfig) -> tuple[str, int]:
@@ -224,7 +224,7 @@ def sweep_settings(config: SimConfig, group_sizes, gammas, seeds, low_lr_gammas=
 def sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
           gammas: Sequence[float] = PAPER_GAMMAS, seeds=4,
           low_lr_gammas: Sequence[float] | None = None, resume: bool = True,
-          progress: bool = True, shard: bool = False, log=None, log_to=(),
+          progress: bool | None = True, shard: bool = False, log=None, log_to=(),
           part: tuple[int, int] | None = None) -> SimResults | None:
     """Resumable grid run: one cell file per (method, N) in `<out_dir>/cells/`, then
     `<out_dir>/results.npz`. `low_lr_gammas` adds one method per App. N control value, as in
@@ -343,7 +343,7 @@ def plan_sweep(config: SimConfig, out_dir, *, group_sizes: Sequence[int] = PAPER
                      todo, part)
 
 
-def _run_plan(plan: SweepPlan, *, progress: bool, shard: bool, log_to=()) -> SimResults | None:
+def _run_plan(plan: SweepPlan, *, progress: bool | None, shard: bool, log_to=()) -> SimResults | None:
     """Compute the plan's cells to do (grid order), log every cell of the part, assemble."""
     config, out, gs, seed_list, part = plan.config, plan.out, plan.gammas, plan.seeds, plan.part
     parts = dict(plan.done)

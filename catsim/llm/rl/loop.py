@@ -75,6 +75,7 @@ from catsim.llm.rl.step import (
 )
 from catsim.llm.rollout import Groups, SamplingConfig, sample_groups, stop_and_pad
 from catsim.llm.tasks.base import take_unscored
+from catsim.progress import progress_bar
 from catsim.theory import active_fraction_prediction
 
 STATE_FILE = "rl_state"  # directory of orbax checkpoints <step>/
@@ -123,6 +124,7 @@ class RLResult:
     steps_done: int  # RL steps in the saved state
     finished: bool  # reached cfg.steps and wrote model/
     seconds: float  # wall time of this call
+    last: dict | None = None  # the rl_log.jsonl record of step `steps_done` (None before the first step)
 
 
 @dataclass
@@ -323,7 +325,7 @@ def heldout_accuracy(tr: Trainer, params, sampling: SamplingConfig, step: int) -
 
 
 def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spec: dict | None = None,
-           task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool = True,
+           task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool | None = True,
            chat_template: bool = False, label: str = "rl", dtype: str | None = None,
            remat: bool = False, log_to: tuple[str, ...] = (), base_id: str | None = None) -> RLResult:
     """Train (or resume) an RL run from the Hugging Face model dir `base_dir` into `out_dir`.
@@ -338,9 +340,9 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     block activations in the backward pass (memory for long responses on GPU).
     base_id: what the base model is, for the resume fingerprint (default: its resolved path); a
     content hash lets a moved or copied run directory resume (`catsim.experiments.maze_pieces`).
+    progress: steps done on stderr with `catsim.progress.RL_FIELDS` (True, False or None = automatic:
+    `catsim.progress.progress_bar`).
     """
-    from tqdm.auto import tqdm
-
     t_start = time.perf_counter()
     rundir.check_base_outside(base_dir, out_dir)
     tr, params, spec = _trainer(base_dir, cfg, task_spec, task, mesh, chat_template, dtype, remat)
@@ -370,8 +372,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         end = cfg.steps if stop_after is None else min(cfg.steps, max(stop_after, start))
         if run.primary and start < end:  # where each piece of the run is computed (a resume elsewhere adds one)
             provenance.record_run_piece(run.path, start)
-        bar = tqdm(total=cfg.steps, initial=start, desc=label, file=sys.stderr,
-                   disable=not (progress and run.primary), dynamic_ncols=True)
+        bar = progress_bar(cfg.steps, label, progress if run.primary else False, unit="step", initial=start)
         log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}")
         saved = logged = moved = start  # the step of the last state save / log record / `params`
         programs = UpdatePrograms(tr.fns.update, cfg.rollout.max_new_tokens, background=PRECOMPILE_WIDTHS)
@@ -410,7 +411,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         if unverified := take_unscored(tr.task):  # the verifier's batch budget ran out
                             record["warnings"].append(f"{unverified} completions not verified in time (scored 0)")
                         for message in record["warnings"] if run.primary else []:
-                            tqdm.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
+                            bar.write(f"warning: {label}: step {step + 1}: {message}", file=sys.stderr)
                         log.write(record)
                         logged = step + 1
                         save = (step + 1) % cfg.run.save_every == 0 or step + 1 == end
@@ -422,10 +423,10 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                             saved = step + 1
                         if snapshot:
                             run.save_model(f"checkpoints/step_{step + 1:06d}", tr.model_cfg, params, tr.tokenizer)
-                        bar.update(1)
                         bar.set_postfix(reward=f"{record['reward']:.3f}", active=f"{record['active_fraction']:.2f}",
                                         pred=f"{record['active_pred_pooled']:.2f}", H=f"{record['entropy'] or 0:.2f}",
-                                        len=f"{record['response_length']:.1f}")
+                                        len=f"{record['response_length']:.1f}")  # progress.RL_FIELDS
+                        bar.update(1)
                     signals.check()
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI): keep the steps done, rerun to resume
             if logged > saved and moved == logged:  # `params` are those of the last logged step
@@ -439,7 +440,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         if end == cfg.steps:
             run.save_model("model", tr.model_cfg, params, tr.tokenizer, extra={rundir.TASK_FILE: spec})
     barrier(f"catsim-rl-end-{fp}-{end}")
-    return RLResult(str(run.path), end, end == cfg.steps, time.perf_counter() - t_start)
+    last = next((r for r in reversed(history) if r["step"] == end), None)
+    return RLResult(str(run.path), end, end == cfg.steps, time.perf_counter() - t_start, last)
 
 
 def _trainer(base_dir, cfg: RLConfig, task_spec, task, mesh, chat_template, dtype, remat):
