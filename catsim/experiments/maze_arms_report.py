@@ -35,7 +35,9 @@ def _change(summary: dict) -> str:
 
 
 def _spread(summary: dict, k: str) -> str:
-    return f"{100 * summary['pass_at_k'][k]:.1f} ± {100 * summary['pass_at_k_std'][k]:.1f}"
+    """Seed mean ± sample std; one seed has no spread, so its row shows the mean alone."""
+    mean = f"{100 * summary['pass_at_k'][k]:.1f}"
+    return mean if len(summary["seeds"]) < 2 else f"{mean} ± {100 * summary['pass_at_k_std'][k]:.1f}"
 
 
 def _test(arms: dict, arm: str, ref: str, k: int) -> dict | None:

@@ -36,7 +36,9 @@ def _kmax(results: dict) -> str:
 
 
 def _spread(summary: dict, k: str) -> str:
-    return f"{_pct(summary['pass_at_k'][k])} ± {_pct(summary['pass_at_k_std'][k])}"
+    """Seed mean ± sample std; one seed has no spread, so its row shows the mean alone."""
+    mean = _pct(summary["pass_at_k"][k])
+    return mean if len(summary["seeds"]) < 2 else f"{mean} ± {_pct(summary['pass_at_k_std'][k])}"
 
 
 def _name(method: str, gamma: float) -> str:
@@ -331,7 +333,7 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
             f"; evaluation on {p['eval_prompts']} held-out mazes × {p['eval_n']} samples (τ = 1, unbiased pass@k).",
             "", "## Answer", "", *answer_lines(results), "",
             "## pass@k (%) beside the paper's App. K (ranges across N = 4…128)", "",
-            "Seed mean ± sample std (ddof 1) over the seeds of each row.", "", *table_lines(results), "",
+            "Seed mean ± sample std (ddof 1) over the seeds of each row (a one-seed row: its value alone).", "", *table_lines(results), "",
             "## How this regime differs from the paper's", "", *regime_lines(results), "",
             "## F-GRPO − GRPO: paired test", "", *test_lines(results), "",
             "## Each method against its warm-up: paired test", "", *change_lines(results), "", *arm_lines,

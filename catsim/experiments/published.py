@@ -27,7 +27,7 @@ PEAK_TAUS = (0.001, 0.01, 0.05)  # the published peak table (README, `catsim lem
 PEAK_MUS = (0.2, 0.5, 0.8)
 SHARE_GROUPS = 300  # groups per N of the mass-step figure (`catsim reproduce` mass step)
 
-_CELL = re.compile(r"^\s*([-+0-9.eE]+)\s*±\s*([-+0-9.eE]+)")
+_CELL = re.compile(r"^\s*([-+0-9.eE]+)(?:\s*±\s*([-+0-9.eE]+))?")  # a one-seed table: the mean alone
 _SEEDS = re.compile(r"over (\d+) seed")
 
 
@@ -52,7 +52,7 @@ def parse_fig2_table(text: str) -> dict[str, tuple[float, float, int]]:
             match = _CELL.match(cell)
             if match is None:
                 raise CatsimError(f"Fig. 2 table: cannot read {cell.strip()!r} in row N={first[0]}")
-            out[f"Fig. 2 N={first[0]} {column}"] = (float(match[1]), float(match[2]), int(seeds[1]))
+            out[f"Fig. 2 N={first[0]} {column}"] = (float(match[1]), float(match[2] or 0.0), int(seeds[1]))
     if not out:
         raise CatsimError("Fig. 2 table has no rows")
     return out

@@ -54,7 +54,8 @@ def plot_study(results: dict, png_path: str | Path) -> None:
             ys.append(d)
         x, y = np.concatenate(xs), np.concatenate(ys)
         rho = results["summary"][str(n)]["spearman_risk_vs_loss"]
-        label = f"N = {n}" + (f" (ρ = {rho[0]:+.2f} ± {rho[1]:.2f})" if rho else "")
+        spread = f" ± {rho[1]:.2f}" if len(results["config"]["seeds"]) > 1 else ""  # one seed: no spread
+        label = f"N = {n}" + (f" (ρ = {rho[0]:+.2f}{spread})" if rho else "")
         ax.scatter(x, y, s=10, alpha=0.6, label=label)
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xlabel("predicted risk (Lemma 3.1, from base samples)")

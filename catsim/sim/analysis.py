@@ -52,21 +52,25 @@ def _regime_of(n: int, regimes: dict) -> str:
 
 
 def format_table(results: SimResults, method: str | None = None) -> str:
-    """Final Qpos / Mret per N and γ: seed mean ± std (min–max over seeds), with the regime."""
+    """Final Qpos / Mret per N and γ: seed mean ± std (min–max over seeds), with the regime; a
+    one-seed table shows each value alone (one seed has no spread)."""
     method = method or results.methods[0]
     regimes = regimes_of(results, method)
     k = len(results.seeds)
     head = f"{'N':>7} {'reg':>3}"
     for g in results.gammas:
         head += f" | {'Qpos γ=' + format(g, 'g'):^33} | {'Mret γ=' + format(g, 'g'):^33}"
-    lines = [f"method {method}: final values, mean ± std over {k} seed(s) (min–max)", head,
-             "-" * len(head)]
+    title = f"mean ± std over {k} seed(s) (min–max)" if k > 1 else "over 1 seed (no spread)"
+    lines = [f"method {method}: final values, {title}", head, "-" * len(head)]
     for n in results.group_sizes:
         row = f"{n:>7} {_regime_of(n, regimes):>3}"
         for g in results.gammas:
             for metric in ("qpos", "mret"):
                 v = results.sel(metric, method=method, gamma=g, n=n)[..., -1]
-                row += f" | {v.mean():.5f} ± {v.std():.5f} ({v.min():.4f}–{v.max():.4f})"
+                if k > 1:
+                    row += f" | {v.mean():.5f} ± {v.std():.5f} ({v.min():.4f}–{v.max():.4f})"
+                else:
+                    row += f" | {v.mean():^33.5f}"
         lines.append(row)
     lines.append(
         f"regimes from data (γ={min(results.gammas):g} mean final Mret < {regimes['threshold']}): "
