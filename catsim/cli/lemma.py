@@ -31,7 +31,7 @@ PEAK_COLUMNS = ("tau", "mu_pos", "n_star", "n_argmax", "max_value", "half_max_lo
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "lemma",
-        help="Lemma 3.1 (tail-miss probability): figures, tables, peak table",
+        help="print or plot Lemma 3.1's tail-miss probability: Fig. 3 and 5, tables, peak table",
         description=textwrap.fill(
             "Pr(group active and rare correct subset unsampled) = (1-tau)^N - (mu-tau)^N - (1-mu)^N. "
             "Without --format/--peaks: write Fig. 3 (panels per --mu-pos, curves per --rho or --tau, "

@@ -27,7 +27,7 @@ EXAMPLE = """example:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "simulate", help="run the categorical-policy simulator (paper Fig. 2 set-up)",
+        "simulate", help="run the categorical-policy simulator for some N, γ and seeds; print final metrics",
         description="Run the softmax-policy simulator of the paper's §5.1 / App. J and print the\n"
                     "final metrics of every (method, N, γ, seed). Default scenario: paper.",
         epilog=EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)

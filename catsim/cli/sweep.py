@@ -30,7 +30,7 @@ EXAMPLE = """examples:
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
-        "sweep", help="run the Fig. 2 grid (N = 2…131072, γ ∈ {0, 1}, 4 seeds) and plot it",
+        "sweep", help="run a resumable grid of N, γ and seeds and plot it (Fig. 2; --study horizons, methods)",
         description="Run a scenario over a grid of group sizes, γ values, App. N control values\n"
                     "and seeds. Each (method, N) is a cell saved under OUT/cells; an interrupted\n"
                     "sweep resumes. Writes OUT/results.npz (+ results.nc) and the final-state table\n"

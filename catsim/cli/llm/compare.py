@@ -20,7 +20,7 @@ def register(subparsers) -> None:
     from catsim.experiments.llm_compare import PUBLISHED
     from catsim.experiments.llm_pipeline import PipelineConfig
 
-    parser = subparsers.add_parser("compare", help="GRPO vs F-GRPO vs asym-GRPO: convergence, pass@k, levels",
+    parser = subparsers.add_parser("compare", help="train and compare GRPO, F-GRPO and asym-GRPO: convergence, pass@k, levels",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help="the seconds-per-run smoke configuration (default: off)")

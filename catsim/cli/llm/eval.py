@@ -26,7 +26,7 @@ from catsim.errors import CatsimError
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("eval", help="pass@k, paired test, ΔNLL_rare, answer mass, forgetting ledger",
+    parser = subparsers.add_parser("eval", help="score model dirs: pass@k, paired test, ΔNLL_rare, answer mass, forgetting ledger",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("models", nargs="+", help="Hugging Face model dirs (checkpoint order for the ledger)")
     add_common_model_options(parser)

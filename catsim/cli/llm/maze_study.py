@@ -24,7 +24,7 @@ from catsim.errors import CatsimError
 def register(subparsers) -> None:
     from catsim.tracking import add_log_to_argument
 
-    parser = subparsers.add_parser("maze-study", help="the paper's Maze study: GRPO vs F-GRPO, pass@k, test",
+    parser = subparsers.add_parser("maze-study", help="run the paper's Maze study: warm-ups, GRPO vs F-GRPO, pass@k, paired tests",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, help="study directory (reruns resume)")
     parser.add_argument("--preset", help="paper, cpu or tiny (default: cpu)")

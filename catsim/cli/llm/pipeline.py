@@ -40,7 +40,7 @@ HELP = {"gamma": "γ of the f- runs and of the grpo-lowlr control",
 def register(subparsers) -> None:
     from catsim.experiments.llm_pipeline import PipelineConfig
 
-    parser = subparsers.add_parser("pipeline", help="warm-up → RL sweep → eval → report",
+    parser = subparsers.add_parser("pipeline", help="run warm-up → RL sweep → eval → report in one folder",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help="the few-minute configuration (PipelineConfig.quick(); default: off)")

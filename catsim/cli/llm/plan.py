@@ -21,7 +21,7 @@ from catsim.errors import CatsimError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plan", help="memory of the RL training step per device (will it fit?)",
+    parser = subparsers.add_parser("plan", help="estimate the RL training step's memory per device (will it fit?)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="model directory or its config.json")
     parser.add_argument("--batch", type=int, required=True, help="sequences per update (mini-batch)")

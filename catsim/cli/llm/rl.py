@@ -146,7 +146,7 @@ def task_spec_from_args(args) -> dict | None:
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("rl", help="GRPO-family RL from a base model (GRPO/DAPO/CISPO/Dr.GRPO, focal γ)",
+    parser = subparsers.add_parser("rl", help="train a base model with GRPO-family RL (grpo, dapo, cispo, dr_grpo, asym-grpo, f-grpo, ...)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="Hugging Face model dir to start from (the KL reference)")
     parser.add_argument("--out", required=True, help="output directory (resumed if it holds a run)")
