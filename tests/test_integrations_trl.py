@@ -2,7 +2,9 @@
 
 The advantages the trainer uses must be TRL's × (1 − μ̂)^γ per group; at γ = 0 the subclass must
 reproduce a plain GRPOTrainer step bit for bit (loss and parameters, same seed); a replacing rule
-must give the registry's values. Skips where trl is absent (`pip install -e ".[trl]"`).
+must give the registry's values; with TRL's format + accuracy recipe μ̂ must be the accuracy's
+success rate. Skips where trl is absent (`pip install -e ".[trl]"`). Runs on both ends of the `trl`
+extra's range: the suite's trl 1.16.0, and trl 1.0.0 in .ci/run (PYTHONPATH=<a --no-deps install>).
 """
 
 import collections

@@ -333,7 +333,7 @@ def make_trainer(base=None):
             mode = "train" if self.model.training else "eval"
             n = self.num_generations if mode == "train" else self.num_generations_eval
             est = estimator_of(self.args)
-            if self._catsim_success is None:  # one reward function: its level in [Rw, Rc]
+            if self._catsim_success is None:  # the one reward function's level in [Rw, Rc] (× its weight)
                 rewards = _summed_rewards(rewards_per_func, self.reward_weights)
             else:  # 0/1 success of the named functions
                 rewards = success_of(rewards_per_func, *self._catsim_success)
