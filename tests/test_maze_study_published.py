@@ -1,5 +1,5 @@
 """Regression tests of the published CPU Maze study (figures/maze-study/, its runs in
-figures/maze-study/cpu/, docs/llm-maze-study.md, the README's LLM section).
+figures/maze-study/cpu/, docs/llm-maze-study.md, docs/findings.md).
 
 - results.json, report.md and the tests in them are what the code makes of the committed per-run
   evaluations (exact: the aggregation and the subsampling test are NumPy, seeded).
@@ -97,7 +97,7 @@ def test_the_first_rl_steps_reproduce_the_published_run(published, tmp_path):
 
 def test_the_docs_quote_the_published_numbers(published):
     """Every "pass@1 X / pass@64 Y" pair the README and docs quote for a method is the published one."""
-    docs = (ROOT / "README.md").read_text() + (ROOT / "docs" / "llm-maze-study.md").read_text()
+    docs = "".join((ROOT / page).read_text() for page in ("README.md", "docs/findings.md", "docs/llm-maze-study.md"))
     rows = {(s["method"], s["group_size"], s["gamma"]): s for s in published["summary"]}
     found = 0
     for m in re.finditer(r"(GRPO|F-GRPO γ = ([0-9.]+)) at\s+N = (\d+):\s+pass@1 ([0-9.]+) %,\s+pass@64 ([0-9.]+) %", docs):
