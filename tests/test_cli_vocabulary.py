@@ -258,3 +258,15 @@ def test_llm_rl_trains_f_grpo_and_records_what_acted(tmp_path, capsys):
     assert "F-GRPO γ=0.5 N=4" in capsys.readouterr().out
     saved = json.loads((out / "rl_config.json").read_text())["rl"]
     assert saved["method"] == "grpo" and saved["gamma"]["gamma"] == 0.5
+
+
+def test_a_markdown_table_reads_as_records():
+    lines = ["| method | N | pass@1 |", "|---|---|---|", "| GRPO | 8 | 61.2 ± 1.0 |", "| F-GRPO γ=0.5 | 8 | 70.0 |"]
+    assert vocabulary.markdown_records(lines) == [{"method": "GRPO", "N": "8", "pass@1": "61.2 ± 1.0"},
+                                                  {"method": "F-GRPO γ=0.5", "N": "8", "pass@1": "70.0"}]
+
+
+def test_maze_study_refuses_a_format_its_mode_does_not_print(tmp_path, capsys):
+    assert main(["llm", "maze-study", "--out", str(tmp_path), "--report", str(tmp_path / "r"), "--format", "csv"]) == 2
+    err = capsys.readouterr().err
+    assert "--format csv reads the study's table, which --report does not print" in err and err.count("\n") == 1

@@ -85,6 +85,12 @@ def record_printer(fmt: str, say=print):
     return emit
 
 
+def markdown_records(lines: list[str]) -> list[dict]:
+    """The rows of a markdown table (`| a | b |` lines, the second the `|---|` rule) as records."""
+    cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if line.startswith("|")]
+    return [dict(zip(cells[0], row)) for row in cells[2:]]
+
+
 def add_progress_argument(parser, *, default: str = "shown when stderr is a terminal") -> None:
     """`--progress/--no-progress` (None when neither is given: the command decides)."""
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

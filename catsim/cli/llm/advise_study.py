@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from catsim.cli.vocabulary import add_progress_argument, alias
+from catsim.cli.vocabulary import add_format_argument, add_progress_argument, alias, write_csv
 
 
 def register(subparsers) -> None:
@@ -24,6 +24,7 @@ def register(subparsers) -> None:
                         help="where results.json and advise_study.png go (default: --out)")
     parser.add_argument("--quick", action="store_true", help="the seconds-long smoke configuration (default: the full study)")
     add_progress_argument(parser, default="shown")
+    add_format_argument(parser, what="the per-N summary (json: every number of results.json)")
     alias(parser, "--quiet", "--no-progress")
     parser.set_defaults(func=run)
 
@@ -36,6 +37,14 @@ def run(args) -> int:
         check_out_dir(args.figures, "--figures")
     results = run_study(args.out, StudyConfig.quick() if args.quick else None, progress=args.progress is not False,
                         figures_dir=args.figures)
+    if args.format == "json":
+        print(json.dumps(results))
+        return 0
+    if args.format == "csv":
+        write_csv([{"n": n, **{f"{key}{part}": (None if v is None else v[i]) for key, v in row.items()
+                               if isinstance(v, (list, tuple)) or v is None for i, part in enumerate(("", "_std"))}}
+                   for n, row in results["summary"].items()])
+        return 0
     print(f"{results['prompts_with_rare_subset']} of {results['prompts']} train prompts have a rare subset "
           f"(rule {results['rule']})")
     print("   N   Spearman(risk, loss)   Spearman(visits·risk, loss)   share lost   mean Δlog τ")

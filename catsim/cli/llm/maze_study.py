@@ -17,7 +17,13 @@ from __future__ import annotations
 
 import argparse
 
-from catsim.cli.vocabulary import add_progress_argument, alias
+from catsim.cli.vocabulary import (
+    add_format_argument,
+    add_progress_argument,
+    alias,
+    markdown_records,
+    write_csv,
+)
 from catsim.errors import CatsimError
 
 
@@ -48,6 +54,7 @@ def register(subparsers) -> None:
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
                              "run nothing; refused when a summary file disagrees with the runs in OUT (default: off)")
     add_progress_argument(parser)
+    add_format_argument(parser, what="the study's table (json: every number of results.json)")
     for old, new in (("--group-sizes", "--group-size"), ("--gammas", "--gamma"), ("--quiet", "--no-progress")):
         alias(parser, old, new)
     add_log_to_argument(parser)
@@ -72,6 +79,10 @@ def preset_from_args(args):
 def run(args) -> int:
     from catsim.cli.main import check_output_path
 
+    other = "--report" if args.report else "--arms" if args.arms is not None else \
+        "--trainer trl" if args.trainer == "trl" else None
+    if args.format != "table" and other:
+        raise CatsimError(f"--format {args.format} reads the study's table, which {other} does not print")
     if args.report:
         from catsim.experiments.maze_arms import load_arms
         from catsim.experiments.maze_check import check_summaries
@@ -104,8 +115,15 @@ def run(args) -> int:
     if results is not None:
         from catsim.experiments.maze_report import table_lines
 
-        print("\n".join(table_lines(results)))
-        print(f"results: {args.out}/results.json")
+        if args.format == "json":
+            import json
+
+            print(json.dumps(results))
+        elif args.format == "csv":
+            write_csv(markdown_records(table_lines(results)))
+        else:
+            print("\n".join(table_lines(results)))
+            print(f"results: {args.out}/results.json")
     return 0
 
 
