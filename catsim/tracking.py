@@ -3,12 +3,18 @@
 The JSONL file is the record of a run. The optional sinks are views of it, chosen by name:
 
     tensorboard   event files under <out>/tensorboard/ (`tensorboard --logdir <out>`)
-    wandb         a Weights & Biases run in offline mode under <out>/wandb/ (never touches the
-                  network; upload it later with `wandb sync <out>/wandb/latest-run`)
+    wandb         a Weights & Biases run under <out>/wandb/ (`LogTo`: project, entity and mode;
+                  offline by default, which never touches the network: upload it later with
+                  `wandb sync <out>/wandb/latest-run`)
 
-Every numeric value of a record becomes one scalar at the record's step (tag = key, nested keys
-joined by "/"); lists, strings, booleans and None go to the JSONL only. Non-finite floats are
-written as null everywhere (JSON has no NaN), so a sink never shows what the record does not hold.
+Every numeric value of a record becomes one scalar at the record's step, lists, strings, booleans
+and None go to the JSONL only. Non-finite floats are written as null everywhere (JSON has no NaN),
+so a sink never shows what the record does not hold. A scalar's tag (the same key in W&B) is its
+group, then its key, nested keys joined by "/" (`GROUPS`): train/ the step's training metrics
+(loss, reward, ...; a key no one grouped), eval/ evaluations (held-out accuracy), catsim/ catsim's
+own diagnostics (focal weight, γ, active share and its prediction, the simulator's Mret and Qpos).
+The writer of a record names the groups of its keys (`MetricsWriter(groups=...)`); a record key
+that is a group name holding a dict ({"eval": {"acc": ...}}) is its own group.
 
 Resume: `MetricsWriter(..., resume_step=k)` drops the records of steps after k (they belong to a
 training state that was never saved) from the JSONL atomically, then rebuilds each sink from the
@@ -26,7 +32,9 @@ import importlib.util
 import json
 import math
 import shutil
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +47,44 @@ from catsim.files import write_text
 SINKS = {"tensorboard": ("tensorboard", "tensorboard"), "wandb": ("wandb", "wandb")}
 TENSORBOARD_DIR = "tensorboard"
 WANDB_DIR = "wandb"
+WANDB_MODES = ("offline", "online", "disabled")
+WANDB_PROJECT = "catsim"  # the default W&B project
+GROUPS = ("train", "eval", "catsim")  # tag groups; a key no one grouped is train/
+DEFAULT_GROUP = "train"
+
+
+@dataclass(frozen=True)
+class LogTo:
+    """Where a run's step metrics go besides its JSONL log (`sinks`) and the W&B run's settings.
+
+    Iterates, sizes and tests membership as its tuple of sink names, so code that reads `log_to` as
+    that tuple (`if log_to`, `"wandb" in log_to`) reads a LogTo the same."""
+
+    sinks: tuple[str, ...] = ()  # sink names (`SINKS`), e.g. ("tensorboard", "wandb")
+    wandb_project: str = WANDB_PROJECT  # W&B project the run is filed under
+    wandb_entity: str | None = None  # W&B entity (user or team); None: the account's default
+    wandb_mode: str = "offline"  # offline (a local run, `wandb sync` later), online, or disabled
+
+    def __post_init__(self):
+        if self.wandb_mode not in WANDB_MODES:
+            raise CatsimError(f"W&B mode {self.wandb_mode!r}: choose from {', '.join(WANDB_MODES)}")
+        if not str(self.wandb_project).strip():
+            raise CatsimError("the W&B project name is empty")
+
+    def __iter__(self):
+        return iter(self.sinks)
+
+    def __len__(self) -> int:
+        return len(self.sinks)
+
+    def __contains__(self, name) -> bool:
+        return name in self.sinks
+
+
+def as_log_to(value: LogTo | str | Iterable[str] | None) -> LogTo:
+    """`value` as a LogTo: a LogTo as it is; sink names or a comma list (`parse_log_to`) with the
+    default W&B settings."""
+    return value if isinstance(value, LogTo) else LogTo(parse_log_to(value))
 
 
 def parse_log_to(text: str | Iterable[str] | None) -> tuple[str, ...]:
@@ -72,14 +118,53 @@ def _log_to_type(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+_WANDB_OPTIONS = ("--wandb-project", "--wandb-entity", "--wandb-mode")
+
+
 def add_log_to_argument(parser: argparse.ArgumentParser) -> None:
-    """`--log-to SINKS` (parsed to a tuple of sink names; default: the JSONL log only)."""
+    """`--log-to SINKS` and the W&B run's `--wandb-project`, `--wandb-entity`, `--wandb-mode`,
+    parsed together into `args.log_to`, a `LogTo` (default: the JSONL log only). A W&B option
+    without wandb among the sinks would never act: parsing refuses it in one line (exit 2)."""
     parser.add_argument(
         "--log-to", type=_log_to_type, default=(), metavar="SINKS",
         help="also send the step metrics to these sinks, comma-separated: tensorboard (event "
-             "files in OUT/tensorboard/; pip install 'catsim[tensorboard]'), wandb (Weights & "
-             "Biases offline run in OUT/wandb/, synced later with `wandb sync`; pip install "
-             "'catsim[wandb]'). Example: --log-to tensorboard,wandb (default: the JSONL log only)")
+             "files in OUT/tensorboard/, tags grouped as train/, eval/, catsim/; pip install "
+             "'catsim[tensorboard]'), wandb (a Weights & Biases run in OUT/wandb/, the same keys; "
+             "offline unless --wandb-mode online; pip install 'catsim[wandb]'). Example: --log-to "
+             "tensorboard,wandb (default: the JSONL log only)")
+    group = parser.add_argument_group("Weights & Biases (with --log-to wandb)")
+    group.add_argument("--wandb-project", default=None, metavar="NAME",
+                       help=f"the W&B project of the run (default: {WANDB_PROJECT})")
+    group.add_argument("--wandb-entity", default=None, metavar="NAME",
+                       help="the W&B entity, a user or team (default: the account's default)")
+    group.add_argument("--wandb-mode", default=None, choices=WANDB_MODES,
+                       help="offline: a local run, uploaded later with `wandb sync OUT/wandb/latest-run` "
+                            "(never touches the network); online: streamed to the W&B server; disabled: "
+                            "nothing is written (default: offline)")
+    parse = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):  # every option seen: one LogTo of them
+        namespace, extras = parse(args, namespace)
+        given = [flag for flag in _WANDB_OPTIONS if getattr(namespace, _dest(flag), None) is not None]
+        sinks = tuple(getattr(namespace, "log_to", ()) or ())
+        if given and "wandb" not in sinks:
+            parser.error(f"{given[0]} sets the W&B run of --log-to wandb, which this command was not given: "
+                         "add wandb to --log-to, or leave it out")
+        values = {_dest(flag): getattr(namespace, _dest(flag), None) for flag in _WANDB_OPTIONS}
+        for name in values:
+            if hasattr(namespace, name):
+                delattr(namespace, name)
+        try:
+            namespace.log_to = LogTo(sinks, **{k: v for k, v in values.items() if v is not None})
+        except CatsimError as err:
+            parser.error(str(err))
+        return namespace, extras
+
+    parser.parse_known_args = parse_known_args
+
+
+def _dest(flag: str) -> str:
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def jsonable(value: Any) -> Any:
@@ -111,6 +196,17 @@ def scalars(record: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
             out.update(scalars(value, tag + "/"))
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and tag != "step":
             out[tag] = float(value)
+    return out
+
+
+def grouped(values: Mapping[str, float], groups: Mapping[str, str] | None = None) -> dict[str, float]:
+    """`values` (by tag, from `scalars`) under their group (`GROUPS`): a tag whose first part is a
+    group keeps it ("eval/acc"); any other goes under `groups[its first part]`, else train/
+    ("loss" -> "train/loss"; with groups={"gamma": "catsim"}, "gamma" -> "catsim/gamma")."""
+    out = {}
+    for tag, value in values.items():
+        head = tag.split("/", 1)[0]
+        out[tag if head in GROUPS and "/" in tag else f"{(groups or {}).get(head, DEFAULT_GROUP)}/{tag}"] = value
     return out
 
 
@@ -160,26 +256,33 @@ class _TensorBoardSink:
 
 
 class _WandbSink:
-    """A Weights & Biases run in offline mode: it writes <out>/wandb/offline-run-*-<id>/ and never
-    opens a network connection; `wandb sync` uploads it later."""
+    """A Weights & Biases run under <out>/wandb/, in `log_to.wandb_mode`: offline writes
+    offline-run-*-<id>/ and never opens a network connection (`wandb sync` uploads it later);
+    online streams it to the W&B server; disabled writes nothing.
 
-    def __init__(self, out: Path, run_id: str, name: str, project: str, config: Mapping | None):
+    Offline, a resumed run is rebuilt in place (its directory replaced). The server keeps what an
+    online run logged, so a resumed online run is a new W&B run (same name) holding the whole curve."""
+
+    def __init__(self, out: Path, run_id: str, name: str, log_to: LogTo, config: Mapping | None,
+                 resumed: bool):
         import wandb
 
+        mode = log_to.wandb_mode
         for old in (out / WANDB_DIR).glob(f"offline-run-*-{run_id}"):
             shutil.rmtree(old, ignore_errors=True)  # rebuilt from the JSONL records kept
+        if mode == "online" and resumed:
+            run_id = f"{run_id[:8]}{int(time.time()):x}"
         (out / WANDB_DIR).mkdir(parents=True, exist_ok=True)
-        settings = wandb.Settings(mode="offline", silent=True, console="off", disable_git=True,
+        settings = wandb.Settings(mode=mode, silent=True, console="off", disable_git=True,
                                   save_code=False, disable_job_creation=True,
                                   x_disable_stats=True, x_disable_machine_info=True,
                                   x_disable_meta=True)
         # wandb's own usage analytics follow the process-wide settings, not the run's: without
         # this they would probe the W&B server even for an offline run
         wandb.setup(settings=settings)
-        self._run = wandb.init(project=project, name=name, id=run_id, dir=str(out),
-                               config=json.loads(json.dumps(dict(config or {}), default=str)),
-                               mode="offline",
-                               settings=settings, reinit="create_new")
+        self._run = wandb.init(project=log_to.wandb_project, entity=log_to.wandb_entity, name=name, id=run_id,
+                               dir=str(out), config=json.loads(json.dumps(dict(config or {}), default=str)),
+                               mode=mode, settings=settings, reinit="create_new")
 
     def write(self, step: int, values: dict[str, float], flush: bool = True) -> None:
         self._run.log(values, step=step)
@@ -192,11 +295,12 @@ class MetricsWriter:
     """Writes one record per step to `<out_dir>/<filename>` (JSONL) and to the sinks in `log_to`.
 
     out_dir: the run directory (sinks write under it). filename: the JSONL file's name.
-    log_to: sink names or a comma list (see `parse_log_to`). resume_step: keep the records of
-    steps <= this (a resumed run's saved step); None starts the log afresh. config: the run's
-    settings (logged to W&B). run_name: the W&B run's name (default: the directory's name).
-    run_id: the W&B run id (default: derived from the log's absolute path, so a resumed run keeps
-    it). project: the W&B project. enabled: False on non-primary processes (writes nothing).
+    log_to: a `LogTo`, or sink names or a comma list (`parse_log_to`; W&B's default settings).
+    resume_step: keep the records of steps <= this (a resumed run's saved step); None starts the
+    log afresh. config: the run's settings (logged to W&B). run_name: the W&B run's name (default:
+    the directory's name). run_id: the W&B run id (default: derived from the log's absolute path,
+    so a resumed run keeps it). groups: the tag group (`GROUPS`) of each record key not in train/
+    (`grouped`). enabled: False on non-primary processes (writes nothing).
 
     Use as a context manager; `write(record)` needs an int "step" greater than the last one.
     """
@@ -204,8 +308,12 @@ class MetricsWriter:
     def __init__(self, out_dir: str | Path, filename: str = "metrics.jsonl", *,
                  log_to: str | Iterable[str] | None = (), resume_step: int | None = None,
                  config: Mapping | None = None, run_name: str | None = None,
-                 run_id: str | None = None, project: str = "catsim", enabled: bool = True):
-        self.sinks = parse_log_to(log_to)
+                 run_id: str | None = None, groups: Mapping[str, str] | None = None, enabled: bool = True):
+        self.log_to = as_log_to(log_to)
+        self.sinks = self.log_to.sinks
+        self.groups = dict(groups or {})
+        if bad := sorted(set(self.groups.values()) - set(GROUPS)):
+            raise CatsimError(f"metric groups {bad} are not among {', '.join(GROUPS)}")
         self.out = Path(out_dir)
         self.path = self.out / filename
         self.enabled = enabled
@@ -223,9 +331,9 @@ class MetricsWriter:
             if "wandb" in self.sinks:
                 run_id = run_id or hashlib.sha256(str(self.path.resolve()).encode()).hexdigest()[:16]
                 self._sinks.append(_WandbSink(self.out, run_id, run_name or self.out.resolve().name,
-                                              project, config))
+                                              self.log_to, config, resumed=bool(kept)))
             for i, record in enumerate(kept):  # the sinks start as views of the records kept
-                values = scalars(record)
+                values = grouped(scalars(record), self.groups)
                 for sink in self._sinks:
                     sink.write(record["step"], values, flush=i == len(kept) - 1)
             self._file = self.path.open("a")
@@ -246,7 +354,7 @@ class MetricsWriter:
             return clean
         self._file.write(json.dumps(clean, allow_nan=False) + "\n")
         self._file.flush()
-        values = scalars(clean)
+        values = grouped(scalars(clean), self.groups)
         for sink in self._sinks:
             sink.write(step, values)
         return clean

@@ -203,9 +203,10 @@ def test_resume_after_stop_equals_uninterrupted_run(tmp_path):
 
         acc = EventAccumulator(str(tmp_path / "part" / "tensorboard"), size_guidance={"tensors": 0})
         acc.Reload()
-        curve = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors("reward")]
+        curve = [(e.step, float(tensor_util.make_ndarray(e.tensor_proto))) for e in acc.Tensors("train/reward")]
         assert [step for step, _ in curve] == [r["step"] for r in log_part]
         assert [value for _, value in curve] == pytest.approx([r["reward"] for r in log_part])
+        assert set(acc.Tags()["tensors"]) >= {"train/loss", "catsim/gamma", "catsim/active_fraction"}  # grouped
     assert any(r["active_fraction"] > 0 for r in log_full)  # the toy task mixes rewards
     for r in log_full:
         assert 0.0 <= r["active_pred_pooled"] <= 1.0 and r["gamma"] == 0.5

@@ -31,7 +31,7 @@ def test_sweep_log_has_one_record_per_cell_and_mirrors_to_tensorboard(tmp_path, 
 
     acc = EventAccumulator(str(out / "tensorboard"), size_guidance={"tensors": 0})
     acc.Reload()
-    events = acc.Tensors("mret/gamma=1")  # TensorBoard's own writer stores scalars as tensors
+    events = acc.Tensors("catsim/mret/gamma=1")  # TensorBoard's own writer stores scalars as tensors
     assert [e.step for e in events] == [1, 2]
     assert float(tensor_util.make_ndarray(events[1].tensor_proto)) == pytest.approx(
         records[1]["mret/gamma=1"], rel=1e-6)

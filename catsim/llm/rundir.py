@@ -422,14 +422,15 @@ class RunDir:
         if self.primary:
             write_json(self.path / name, obj)
 
-    def open_log(self, start: int, *, log_to=(), config: dict | None = None, run_name: str | None = None):
+    def open_log(self, start: int, *, log_to=(), config: dict | None = None, run_name: str | None = None,
+                 groups: dict | None = None):
         """The step log as a `catsim.tracking.MetricsWriter` (JSONL, plus the `log_to` sinks:
-        tensorboard, wandb), resumed at step `start`; it writes nothing on processes other than 0.
-        `write(record)` takes a dict with an int "step"."""
+        tensorboard, wandb, their tags in `groups`), resumed at step `start`; it writes nothing on
+        processes other than 0. `write(record)` takes a dict with an int "step"."""
         from catsim.tracking import MetricsWriter
 
         return MetricsWriter(self.path, self.log_path.name, log_to=log_to, resume_step=start, config=config,
-                             run_name=run_name or self.path.name, enabled=self.primary)
+                             run_name=run_name or self.path.name, groups=groups, enabled=self.primary)
 
     def save_state(self, tree: Any, step: int) -> None:
         """Start an asynchronous save of the training state at `step` (every process calls this;

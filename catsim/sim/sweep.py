@@ -357,6 +357,7 @@ def _run_plan(plan: SweepPlan, *, progress: bool | None, shard: bool, log_to=())
     logged = [r["step"] for r in read_records(out / log_name)]
     offset = max(logged, default=0)  # appended: the records of earlier calls are kept
     writer = MetricsWriter(out, log_name, log_to=log_to, resume_step=offset or None, run_name=out.name + suffix,
+                           groups={"mret": "catsim", "qpos": "catsim", "group_size": "catsim"},
                            config={"method": config.method_label, "group_sizes": list(plan.group_sizes),
                                    "gammas": list(gs), "seeds": list(seed_list), "steps": config.steps})
     try:

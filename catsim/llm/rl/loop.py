@@ -116,6 +116,9 @@ STEP_METRICS = {
     "warnings": "safeguard warnings raised at this step (reward collapse, exploration stagnation) and "
                 "completions the verifier's time budget left unscored",
 }
+# the TensorBoard / W&B group of the metrics not in train/ (`catsim.tracking.GROUPS`)
+STEP_GROUPS = {"heldout_accuracy": "eval", **dict.fromkeys(
+    ("gamma", "mean_g", "active_fraction", "active_pred_pooled", "active_pred_groups", "mixed_near_frac"), "catsim")}
 
 
 @dataclass(frozen=True)
@@ -373,7 +376,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
         if run.primary and start < end:  # where each piece of the run is computed (a resume elsewhere adds one)
             provenance.record_run_piece(run.path, start)
         bar = progress_bar(cfg.steps, label, progress if run.primary else False, unit="step", initial=start)
-        log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}")
+        log = run.open_log(start, log_to=log_to, config=cfg.flat(), run_name=f"{Path(out_dir).name} {cfg.label()}",
+                           groups=STEP_GROUPS)
         saved = logged = moved = start  # the step of the last state save / log record / `params`
         programs = UpdatePrograms(tr.fns.update, cfg.rollout.max_new_tokens, background=PRECOMPILE_WIDTHS)
         try:
