@@ -270,3 +270,9 @@ def test_maze_study_refuses_a_format_its_mode_does_not_print(tmp_path, capsys):
     assert main(["llm", "maze-study", "--out", str(tmp_path), "--report", str(tmp_path / "r"), "--format", "csv"]) == 2
     err = capsys.readouterr().err
     assert "--format csv reads the study's table, which --report does not print" in err and err.count("\n") == 1
+
+
+def test_a_pipeline_f_run_at_gamma_zero_is_refused_before_any_work(tmp_path, capsys):
+    assert main(["llm", "pipeline", "--out", str(tmp_path / "p"), "--quick", "--runs", "f-grpo:2", "--gamma", "0"]) == 2
+    assert "would never act" in capsys.readouterr().err
+    assert not any((tmp_path / "p").glob("*/base"))  # no warm-up was trained

@@ -143,6 +143,8 @@ def parse_run(spec: str, gamma: float) -> tuple[str, dict]:
     if name.endswith("-lowlr"):
         fields.update(method=name[: -len("-lowlr")], low_lr_gamma=gamma)
     elif name.startswith("f-"):
+        if gamma == 0:  # the run would be plain GRPO under an F- name
+            raise CatsimError(f"run spec {spec!r} with --gamma 0: the focal weight (1 − μ̂)^γ would never act")
         fields.update(method=name[2:], gamma=gamma)
     else:
         fields.update(method=name)
