@@ -98,3 +98,12 @@ def test_the_default_figure_goes_into_the_model_directory_not_the_cwd(tmp_path, 
     monkeypatch.setattr("os.access", lambda path, mode: False)  # a model folder that cannot take it
     assert main(["llm", "advise", "--model", str(model), "--samples", "2", "--prompts", "2"]) == 2
     assert "give --figure PATH, or --figure none" in capsys.readouterr().err  # one line saying what to do
+
+
+def test_a_one_seed_study_prints_no_spread(study, capsys):
+    """The quick study has one seed: its table shows each mean alone (was '+0.123 ± 0.000')."""
+    assert advise_study.StudyConfig.quick().seeds == (0,)
+    capsys.readouterr()
+    assert main(["llm", "advise-study", "--out", str(study), "--quick", "--no-progress"]) == 0  # reuses the runs
+    out = capsys.readouterr().out
+    assert "Spearman(risk, loss)" in out and "±" not in out

@@ -119,7 +119,7 @@ def run_task_sampling(args: argparse.Namespace, sampling_config, progress_bar, m
                   "finished": bool(groups.finished[row]), "reference": task.reference(prompt)})
         else:
             if s == 0:
-                say(f"=== {task.name} {args.split} prompt {prompt.index}\\n{prompt.text}")
+                say(f"=== {task.name} {args.split} prompt {prompt.index}\n{prompt.text}")
             say(f"  sample {s}: {groups.texts[row]!r} reward {reward:g}")
     mean = float(np.mean(groups.scores.astype(np.float64)))
     say(f"mean reward {mean:.4f} over {groups.scores.size} samples ({count} prompts x {args.n})",

@@ -26,6 +26,9 @@ def register(subparsers) -> None:
     add_progress_argument(parser, default="shown")
     add_format_argument(parser, what="the per-N summary (json: every number of results.json)")
     alias(parser, "--quiet", "--no-progress")
+    from catsim.progress import RL_FIELDS, SFT_FIELDS, fields_help
+
+    parser.epilog = fields_help(SFT_FIELDS, RL_FIELDS)  # what the progress shows
     parser.set_defaults(func=run)
 
 

@@ -26,6 +26,9 @@ def register(subparsers) -> None:
                         help="the seconds-per-run smoke configuration (default: off)")
     add_pipeline_options(parser, PipelineConfig.compare(), PipelineConfig.compare_quick())
     parser.add_argument("--publish", metavar="DIR", help=f"also copy {', '.join(PUBLISHED)} into DIR (default: none)")
+    from catsim.progress import RL_FIELDS, SFT_FIELDS, fields_help
+
+    parser.epilog = fields_help(SFT_FIELDS, RL_FIELDS)  # what the progress shows
     parser.set_defaults(func=run)
 
 

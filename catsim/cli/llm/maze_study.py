@@ -58,6 +58,9 @@ def register(subparsers) -> None:
     for old, new in (("--group-sizes", "--group-size"), ("--gammas", "--gamma"), ("--quiet", "--no-progress")):
         alias(parser, old, new)
     add_log_to_argument(parser)
+    from catsim.progress import RL_FIELDS, SFT_FIELDS, fields_help
+
+    parser.epilog = fields_help(SFT_FIELDS, RL_FIELDS)  # what the progress shows
     parser.set_defaults(func=run)
 
 

@@ -49,6 +49,9 @@ def register(subparsers) -> None:
                         help="run nothing: redraw OUT/report.md and the figures from OUT/results.json; "
                              "the run options are refused with it (default: off)")
     add_distributed_options(parser)
+    from catsim.progress import RL_FIELDS, SFT_FIELDS, fields_help
+
+    parser.epilog = fields_help(SFT_FIELDS, RL_FIELDS)  # what the progress shows
     parser.set_defaults(func=run)
 
 

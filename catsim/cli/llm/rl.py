@@ -164,6 +164,9 @@ def register(subparsers) -> None:
 
     add_log_to_argument(parser)
     add_rl_options(parser)
+    from catsim.progress import RL_FIELDS, fields_help
+
+    parser.epilog = fields_help(RL_FIELDS)  # what the progress shows
     parser.set_defaults(func=run)
 
 
@@ -190,7 +193,9 @@ def run(args) -> int:
                     stop_after=args.stop_after, overwrite=args.overwrite, progress=args.progress is not False,
                     chat_template=args.chat_template, label=cfg.label(), dtype=args.dtype, remat=args.remat,
                     log_to=args.log_to)
-    state = "finished" if result.finished else "stopped"
-    writer_print()(f"{cfg.label()}: {state} after {result.steps_done} steps in {result.seconds:.1f} s -> "
-                   f"{result.out_dir}")
+    from catsim.llm.rl.summary import summary_lines
+
+    say = writer_print()
+    for line in summary_lines(result, cfg.label()):  # the final metrics, and where the run's files are
+        say(line)
     return 0

@@ -67,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from catsim.tracking import add_log_to_argument
 
     add_log_to_argument(p)
+    from catsim.progress import SFT_FIELDS, fields_help
+
+    p.epilog = fields_help(SFT_FIELDS)  # what the progress shows
     p.set_defaults(func=run)
 
 
