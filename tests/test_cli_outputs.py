@@ -103,3 +103,23 @@ def test_llm_rl_ends_with_its_final_metrics_and_its_files(maze_model, tmp_path, 
     assert lines[3] == f"held-out accuracy {last['heldout_accuracy']:.3f} (step 2, one sample per prompt)"
     assert lines[4:] == ["saved:", f"  {out / 'model'}  the final policy (a model directory: catsim llm eval / "
                          "sample read it)", f"  {out / 'rl_log.jsonl'}  every step's metrics, one JSON line each"]
+
+
+# ---- files go under --out, never into the current folder ---------------------------------------
+
+
+@pytest.mark.parametrize("study,module,full", [("fig2", "catsim.experiments.fig2", "is_full_sweep"),
+                                               ("horizons", "catsim.experiments.horizons", "is_full_horizons")])
+def test_a_published_grid_given_out_writes_its_figures_under_it(study, module, full, tmp_path, monkeypatch,
+                                                                 capsys):
+    """The paper's full grid writes the published figures into figures/ when run without --out; given
+    --out, everything goes under it (before, figures/ appeared in the current folder)."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), full, lambda *a, **k: True)  # a tiny grid read as the paper's
+    cwd, out = tmp_path / "cwd", tmp_path / "out"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    assert main(["sweep", "--study", study, *SIM, "--seeds", "1", "--log-every", "10", "--out", str(out)]) == 0
+    assert list(cwd.iterdir()) == []
+    assert any(p.suffix == ".png" for p in out.iterdir())

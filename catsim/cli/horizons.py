@@ -36,7 +36,7 @@ def run(args) -> int:
     out = Path(args.out or f"runs/horizons-{args.scenario}")
     command = "catsim " + shlex.join(sys.argv[1:]) if sys.argv[1:] else None
     done = run_horizons(cfg, out, group_sizes=sizes, gammas=gamma_values, seeds=args.seeds,
-                        figures_dir=args.figures_dir, resume=not args.no_resume,
+                        figures_dir=args.figures_dir or (out if args.out else None), resume=not args.no_resume,
                         progress=args.progress is not False, shard=args.shard,
                         log=lambda m: print(m, file=sys.stderr), command=command)
     print(done.table)

@@ -49,8 +49,8 @@ def register(subparsers) -> None:
                         help=f"γ values (default: {DEFAULT_GAMMAS}; {focal.NAMED_GAMMA:g} for --method f-*)")
     parser.add_argument("--seeds", type=int, default=4, help="seeds 0…K−1 (default: 4)")
     parser.add_argument("--figures", dest="figures_dir", default=None,
-                        help="where fig2 goes (default: figures/ for a scenario's full grid; for a "
-                             "reduced grid, other seeds, steps or settings: the --out folder)")
+                        help="where fig2 goes (default: the --out folder; figures/, the published "
+                             "figures, for a scenario's full grid run without --out)")
     alias(parser, "--figures-dir", "--figures")
     parser.add_argument("--figure-name", default=None,
                         help="file name (default: fig2_<method>.png; with several methods, "
@@ -124,7 +124,7 @@ def run(args) -> int:
     if args.distributed:
         part, say = _join_sweep(cfg, sizes, gamma_values, args.seeds, controls)
     options = dict(group_sizes=sizes, gammas=gamma_values, seeds=args.seeds, low_lr_gammas=controls,
-                   figures_dir=args.figures_dir, figure_name=args.figure_name,
+                   figures_dir=args.figures_dir or (out if args.out else None), figure_name=args.figure_name,
                    progress=args.progress is not False, shard=args.shard,
                    log=lambda m: print(m, file=sys.stderr), log_to=args.log_to)
     done = run_sweep(cfg, out, resume=not args.no_resume, part=part, **options)
