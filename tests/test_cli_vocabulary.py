@@ -45,6 +45,8 @@ SYNONYMS = [
     {"--reward-correct", "--rc"},
     {"--reward-wrong", "--rw"},
     {"--adv-eps", "--eps"},
+    {"--micro-batch-size", "--micro-batch"},
+    {"--max-new-tokens", "--new-tokens"},
 ]
 
 

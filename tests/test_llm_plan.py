@@ -47,7 +47,7 @@ def test_the_plan_counts_qwen25_7b_exactly(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps(QWEN25_7B))
     assert qwen2_param_count(QWEN25_7B) == 7_615_616_512
     code = main(["llm", "plan", "--model", str(tmp_path / "config.json"), "--batch", "1", "--seq", "8",
-                 "--dtype", "bfloat16", "--format", "json", "--rollout", "64x8", "--new-tokens", "4096"])
+                 "--dtype", "bfloat16", "--format", "json", "--rollout", "64x8", "--max-new-tokens", "4096"])
     assert code == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["params"] == 7_615_616_512
@@ -177,7 +177,7 @@ def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
 @pytest.mark.parametrize("extra, message", [
     (["--batch", "0"], "--batch must be at least 1"),
     (["--seq", "1"], "--seq must be at least 2"),
-    (["--micro-batch", "3"], "must divide --batch"),
+    (["--micro-batch-size", "3"], "must divide --batch"),
     (["--mesh", "two"], "--mesh must be none or DATAxFSDP"),
     (["--mesh", "1x64"], "needs 64 devices"),
     (["--device-memory", "-1"], "--device-memory must be positive"),
@@ -185,7 +185,7 @@ def test_a_plan_over_eight_devices_reports_per_device_bytes(tmp_path):
     (["--rollout", "64"], "--rollout must be PROMPTSxSAMPLES"),
     (["--rollout", "4x8", "--prompt-len", "8"], "rollout lengths must be positive"),
     (["--prompt-len", "16"], "--prompt-len: read only with --rollout"),  # were ignored without it
-    (["--prompt-len", "16", "--new-tokens", "4"], "--prompt-len, --new-tokens: read only with --rollout"),
+    (["--prompt-len", "16", "--max-new-tokens", "4"], "--prompt-len, --max-new-tokens: read only with --rollout"),
 ])
 def test_bad_input_is_one_line(tmp_path, capsys, extra, message):
     (tmp_path / "config.json").write_text(json.dumps(QWEN25_7B))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 
-from catsim.cli.vocabulary import add_format_argument, write_csv
+from catsim.cli.vocabulary import add_format_argument, alias, write_csv
 from catsim.errors import CatsimError
 
 
@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", required=True, help="model directory or its config.json")
     parser.add_argument("--batch", type=int, required=True, help="sequences per update (mini-batch)")
     parser.add_argument("--seq", type=int, required=True, help="tokens per sequence (prompt + completion)")
-    parser.add_argument("--micro-batch", type=int, default=0,
+    parser.add_argument("--micro-batch-size", dest="micro_batch", type=int, default=0,
                         help="sequences per gradient micro-batch (default 0 = the whole batch)")
     parser.add_argument("--remat", action="store_true", help="recompute block activations in the backward pass")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default=None,
@@ -43,8 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="also report the rollout's KV cache for P prompts x N samples (e.g. 64x8)")
     parser.add_argument("--prompt-len", type=int, default=None,
                         help="rollout prompt tokens, with --rollout (default 512)")
-    parser.add_argument("--new-tokens", type=int, default=None,
+    parser.add_argument("--max-new-tokens", dest="new_tokens", type=int, default=None,
                         help="rollout new tokens at most, with --rollout (default: --seq minus --prompt-len)")
+    for old, new in (("--micro-batch", "--micro-batch-size"), ("--new-tokens", "--max-new-tokens")):
+        alias(parser, old, new)
     add_format_argument(parser, what="the plan (csv: one row of every number)")
     parser.set_defaults(func=run)
 
@@ -66,12 +68,13 @@ def run(args: argparse.Namespace) -> int:
     if args.seq < 2:
         raise CatsimError(f"--seq must be at least 2 tokens, got {args.seq}")
     if args.micro_batch < 0 or (args.micro_batch and args.batch % args.micro_batch):
-        raise CatsimError(f"--micro-batch ({args.micro_batch}) must divide --batch ({args.batch})")
+        raise CatsimError(f"--micro-batch-size ({args.micro_batch}) must divide --batch ({args.batch})")
     if args.device_memory is not None and not 0 < args.device_memory < float("inf"):
         raise CatsimError(f"--device-memory must be positive and finite (GiB), got {args.device_memory}")
 
     rollout = None
-    lengths = [f"--{n.replace('_', '-')}" for n in ("prompt_len", "new_tokens") if getattr(args, n) is not None]
+    lengths = [flag for flag, n in (("--prompt-len", "prompt_len"), ("--max-new-tokens", "new_tokens"))
+               if getattr(args, n) is not None]
     if args.rollout is None and lengths:  # they were ignored: the plan has no rollout without it
         raise CatsimError(f"{', '.join(lengths)}: read only with --rollout PROMPTSxSAMPLES (the rollout's KV cache)")
     if args.rollout is not None:
