@@ -157,3 +157,13 @@ def test_llm_rl_shows_progress_lines_in_a_file_and_names_their_fields(model, tmp
     shown = " ".join(capsys.readouterr().out.split())  # the help, its line breaks undone
     for name, text in RL_FIELDS.items():
         assert f"{name} {' '.join(text.split())}" in shown
+
+
+def test_the_mass_step_sampler_shows_plain_lines_in_a_file(capsys, monkeypatch):
+    from catsim.experiments.theory import sample_joint_changes
+
+    _terminal(monkeypatch, False)
+    sample_joint_changes(ns=(2, 4), groups=3, num_actions=50, num_correct=5, progress=None)
+    assert capsys.readouterr().err.startswith("one-step updates: 6/6 groups (100%), ")
+    sample_joint_changes(ns=(2,), groups=3, num_actions=50, num_correct=5, progress=False)
+    assert capsys.readouterr().err == ""

@@ -47,32 +47,33 @@ def sample_joint_changes(
     config: mass.MassStepConfig = SIMULATION_STEP,
     num_actions: int = 128_000,
     num_correct: int = 10_000,
-    progress: bool = False,
+    progress: bool | None = False,
 ) -> list[JointSample]:
     """Draw `groups` groups per N from the paper initialisation and apply one step to each.
 
     Per-group draws come from a NumPy Generator seeded with (seed, n, group index), so results do
     not depend on the order of N or on `groups`. Exact changes (not first order) are reported.
+    progress: groups done on stderr (`catsim.progress.progress_bar`: True, False or None = automatic).
     """
+    from catsim.progress import progress_bar
+
     logits, mask = mass.paper_initial_logits(num_actions, num_correct)
     p = np.exp(logits - logits.max())
     p /= p.sum()
     cdf = np.cumsum(p)
     cdf /= cdf[-1]
     out = []
-    iterator = [(n, g) for n in ns for g in range(groups)]
-    if progress:
-        from tqdm import tqdm
-
-        iterator = tqdm(iterator, desc="one-step updates", file=None)
+    todo = [(n, g) for n in ns for g in range(groups)]
     results: dict[int, list[tuple[float, float]]] = {n: [] for n in ns}
-    for n, g in iterator:
-        rng = np.random.default_rng([seed, n, g])
-        draws = np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), p.size - 1)
-        dz = mass.logit_step(logits, mask, draws, config)
-        u_pos = mask.copy()
-        u_pos[draws] = False
-        results[n].append((mass.exact_change(p, dz, mask), mass.exact_change(p, dz, u_pos)))
+    with progress_bar(len(todo), "one-step updates", progress, unit="group") as bar:
+        for n, g in todo:
+            rng = np.random.default_rng([seed, n, g])
+            draws = np.minimum(np.searchsorted(cdf, rng.random(n), side="right"), p.size - 1)
+            dz = mass.logit_step(logits, mask, draws, config)
+            u_pos = mask.copy()
+            u_pos[draws] = False
+            results[n].append((mass.exact_change(p, dz, mask), mass.exact_change(p, dz, u_pos)))
+            bar.update(1)
     for n in ns:
         arr = np.asarray(results[n])
         out.append(JointSample(n=n, dqpos=arr[:, 0], dqupos=arr[:, 1]))
@@ -92,7 +93,7 @@ def mass_figure_stem(groups: int, seed: int = 0) -> str:
 
 
 def reproduce_mass_figure(out_dir: Path | str = "figures", groups: int = PUBLISHED_MASS_GROUPS, seed: int = 0,
-                          progress: bool = False) -> tuple[list[Path], list[JointSample]]:
+                          progress: bool | None = False) -> tuple[list[Path], list[JointSample]]:
     """Write out_dir/<mass_figure_stem(groups, seed)>.{png,pdf} (mass_step_joint for the published
     settings); returns (paths, samples)."""
     samples = sample_joint_changes(groups=groups, seed=seed, progress=progress)
