@@ -167,3 +167,18 @@ def test_the_mass_step_sampler_shows_plain_lines_in_a_file(capsys, monkeypatch):
     assert capsys.readouterr().err.startswith("one-step updates: 6/6 groups (100%), ")
     sample_joint_changes(ns=(2,), groups=3, num_actions=50, num_correct=5, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_llm_pipeline_says_how_far_it_is_when_its_output_goes_to_a_file(tmp_path, capsys, monkeypatch):
+    """It printed nothing on stderr while its output went to a file (progress only as a bar on a terminal)."""
+    from llm_rl_helpers import make_paths_base
+
+    base = make_paths_base(tmp_path / "base")
+    _terminal(monkeypatch, False)
+    err = _run(capsys, ["llm", "pipeline", "--out", str(tmp_path / "pipe"), "--quick", "--rl-steps", "1",
+                        "--rollouts-per-step", "4", "--eval-samples", "2", "--eval-prompts", "2",
+                        "--base-model", f"paths={base}", "--runs", "grpo:2"]).err
+    lines = err.splitlines()
+    assert any(" 1/1 steps (100%), " in line and " reward=" in line for line in lines), err  # the RL run
+    assert any(" rollouts (100%), " in line for line in lines), err  # its evaluations
+    assert "\r" not in err
