@@ -72,9 +72,9 @@ def _step_stats(steps: list[float]) -> dict:
 
 def _catsim_run(model: Path, out: Path, args) -> dict:
     cmd = [sys.executable, "-m", "catsim", "llm", "rl", "--base", str(model), "--out", str(out),
-           "--overwrite", "--quiet", "--steps", str(args.steps), "--prompts-per-step", str(args.prompts),
+           "--overwrite", "--no-progress", "--steps", str(args.steps), "--prompts-per-step", str(args.prompts),
            "--group-size", str(args.group), "--max-new-tokens", str(args.max_new), "--temperature", "1",
-           "--learning-rate", "1e-4", "--grad-clip", "1", "--clip-low", "0.2", "--clip-high", "0.2",
+           "--lr", "1e-4", "--grad-clip", "1", "--clip-low", "0.2", "--clip-high", "0.2",
            "--kl-coef", "0", "--weight-decay", "0.01", "--method", "grpo", "--seed", "0",
            "--save-every", str(args.steps)]  # TRL saves nothing; catsim saves its state once, at the end
     t0 = time.perf_counter()

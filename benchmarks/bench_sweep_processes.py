@@ -41,9 +41,9 @@ def _load() -> str:
 
 
 def _sweep(args, out: Path) -> list[str]:
-    return [sys.executable, "-m", "catsim", "sweep", "--scenario", "paper", "--n", args.n,
+    return [sys.executable, "-m", "catsim", "sweep", "--scenario", "paper", "--group-size", args.n,
             "--steps", str(args.steps), "--seeds", str(args.seeds), "--out", str(out),
-            "--figures-dir", str(out), "--no-progress"]
+            "--figures", str(out), "--no-progress"]
 
 
 def one_process(args, out: Path, env) -> float:

@@ -1,7 +1,7 @@
 """catsim against the straightforward JAX loop (`jax_loop_baseline.py`), as a user runs each.
 
 Every cell runs twice, back to back, each side in a fresh process (start-up and compilation
-included): `catsim simulate --n N --gamma 0,1 --seeds 4 --steps T --format json` and
+included): `catsim simulate --group-size N --gamma 0,1 --seeds 4 --steps T --format json` and
 `python benchmarks/jax_loop_baseline.py --n N --steps T`. It prints both wall times, the ratio
 (loop time ÷ catsim time: > 1 means catsim is faster) and the two sides' final Qpos / Mret
 (mean over the 8 runs, and the largest per-run difference: both draw step t's uniforms from
@@ -72,7 +72,7 @@ def _compare(a: dict, b: dict) -> str:
 
 
 def cell_commands(sizes: str, steps: int) -> tuple[list[str], list[str]]:
-    catsim = [sys.executable, "-m", "catsim", "simulate", "--n", sizes, "--gamma", "0,1",
+    catsim = [sys.executable, "-m", "catsim", "simulate", "--group-size", sizes, "--gamma", "0,1",
               "--seeds", "4", "--steps", str(steps), "--format", "json"]
     loop = [sys.executable, str(HERE / "jax_loop_baseline.py"), "--n", sizes,
             "--steps", str(steps)]
@@ -103,7 +103,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             out = args.keep or tmp
             catsim = [sys.executable, "-m", "catsim", "sweep", "--out", f"{out}/sweep",
-                      "--figures-dir", f"{out}/fig", "--no-progress", "--no-resume"]
+                      "--figures", f"{out}/fig", "--no-progress", "--no-resume"]
             loop = [sys.executable, str(HERE / "jax_loop_baseline.py"), "--full-grid"]
             loops, cats = [], []
             for _ in range(args.repeat):  # alternating; the best wall time of each side is kept

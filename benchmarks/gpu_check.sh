@@ -58,11 +58,11 @@ note "jax: $($PY -c 'import jax; print(jax.__version__, jax.devices())' 2>&1 | t
 
 # 1. the Figure 2 sweep
 if [ -n "$SMOKE" ]; then
-  SWEEP_ARGS=(--n 2,4 --seeds 1 --steps 10 --num-actions 64 --num-correct 4)
+  SWEEP_ARGS=(--group-size 2,4 --seeds 1 --steps 10 --num-actions 64 --num-correct 4)
 else
   SWEEP_ARGS=()
 fi
-run sweep 240 $PY -m catsim sweep --out "$OUT/sweep" --figures-dir "$OUT/figures" --no-resume \
+run sweep 240 $PY -m catsim sweep --out "$OUT/sweep" --figures "$OUT/figures" --no-resume \
   --no-progress "${SWEEP_ARGS[@]}"
 if [ -f "$OUT/sweep/table.txt" ]; then cat "$OUT/sweep/table.txt" >> "$SUMMARY"; fi
 grep -E "wall time|regimes" "$OUT/sweep.log" | tail -3 >> "$SUMMARY"
@@ -79,7 +79,7 @@ if [ -n "$SMOKE" ]; then SHAPES=("4 16 2" "1 64 1"); else SHAPES=("64 1152 8" "1
 for shape in "${SHAPES[@]}"; do
   read -r batch seq micro <<< "$shape"
   run "plan_${batch}x${seq}" 60 $PY -m catsim llm plan --model "$CONFIG" --batch "$batch" --seq "$seq" \
-    --micro-batch "$micro" --remat --dtype bfloat16
+    --micro-batch-size "$micro" --remat --dtype bfloat16
   cat "$OUT/plan_${batch}x${seq}.log" >> "$SUMMARY"
 done
 

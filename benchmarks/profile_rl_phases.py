@@ -65,7 +65,7 @@ def main(argv: list[str]) -> None:
         raise SystemExit("usage: profile_rl_phases.py --base MODEL_DIR [catsim llm rl options]")
     if "--out" not in argv:
         argv = [*argv, "--out", str(Path(tempfile.mkdtemp(prefix="profile-rl-")) / "run")]
-    argv = [*argv, "--quiet"] + ([] if "--overwrite" in argv else ["--overwrite"])
+    argv = [*argv, "--no-progress"] + ([] if "--overwrite" in argv else ["--overwrite"])
     for module, name, label in PHASES:
         setattr(module, name, _timed(getattr(module, name), label))
     t0 = time.perf_counter()
