@@ -64,6 +64,9 @@ def test_llm_sample(model, capsys, monkeypatch):
     assert "sample:" in shown.err and "/6 [" in shown.err  # a bar over 2 prompts x 3 samples
     assert shown.out == piped.out
     assert _run(capsys, [*argv, "--no-progress"]).err == ""
+    _terminal(monkeypatch, False)
+    asked = _run(capsys, [*argv, "--progress"]).err  # asked for when piped: plain lines, no redraws
+    assert asked.startswith("sample: 6/6 rollouts (100%), ") and "\r" not in asked
 
 
 def test_llm_sample_task_prompts(model, capsys, monkeypatch):

@@ -80,11 +80,11 @@ def sampling_config(args: argparse.Namespace, cfg, tokenizer):
 
 
 def progress_bar(rows: int, args: argparse.Namespace):
-    """The sampling progress bar (rollouts) on stderr: --progress / --no-progress, else on a terminal."""
-    from catsim.cli.args import show_progress
+    """The sampling progress (rollouts) on stderr: --progress / --no-progress, else a bar on a terminal
+    only (a short command whose output is read from a pipe: no lines there unless asked)."""
     from catsim.llm.evaluate import rollout_progress_bar
 
-    return rollout_progress_bar(rows, "sample", show_progress(args.progress))
+    return rollout_progress_bar(rows, "sample", args.progress, long=False)
 
 
 def run(args: argparse.Namespace) -> int:
