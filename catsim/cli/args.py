@@ -16,7 +16,7 @@ from catsim.errors import CatsimError
 
 
 def show_progress(choice: bool | None = None) -> bool:
-    """Whether a command draws progress bars: `choice` when given (--progress / --quiet), else only
+    """Whether a command draws progress bars: `choice` when given (--progress / --no-progress), else only
     when stderr is a terminal, so piped or logged output stays free of bar redraws."""
     if choice is not None:
         return bool(choice)
