@@ -97,7 +97,8 @@ def test_llm_rl_ends_with_its_final_metrics_and_its_files(maze_model, tmp_path, 
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("GRPO N=2: finished after 2 steps in ")
     assert lines[1] == (f"step 2: reward {last['reward']:.3f}, success rate {last['success_rate']:.3f}, active groups "
-                        f"{last['active_fraction']:.2f} (Lemma 3.1: {last['active_pred_pooled']:.2f}), entropy "
+                        f"{last['active_fraction']:.2f} (Lemma 3.1 at every group's own success rate: "
+                        f"{last['active_pred_groups']:.2f}; at the batch's mean: {last['active_pred_pooled']:.2f}), entropy "
                         f"{last['entropy']:.3f}, response length {last['response_length']:.1f} tokens")
     assert lines[2].startswith("last 2 steps: mean reward ")
     assert lines[3] == f"held-out accuracy {last['heldout_accuracy']:.3f} (step 2, one sample per prompt)"

@@ -25,7 +25,8 @@ def summary_lines(result: RLResult, label: str) -> list[str]:
     if last is not None:
         entropy = "–" if last.get("entropy") is None else f"{last['entropy']:.3f}"
         lines.append(f"step {last['step']}: reward {last['reward']:.3f}, success rate {last['success_rate']:.3f}, "
-                     f"active groups {last['active_fraction']:.2f} (Lemma 3.1: {last['active_pred_pooled']:.2f}), "
+                     f"active groups {last['active_fraction']:.2f} (Lemma 3.1 at every group's own success rate: "
+                     f"{last['active_pred_groups']:.2f}; at the batch's mean: {last['active_pred_pooled']:.2f}), "
                      f"entropy {entropy}, response length {last['response_length']:.1f} tokens")
         recent = records[-RECENT:]
         if len(recent) > 1:
