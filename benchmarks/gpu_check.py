@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from plan_recipes import COMMON, QWEN25  # noqa: E402 - the published configs, written once (same folder)
+from plan_recipes import config_path  # noqa: E402 - the published configs, written once (configs/)
 
-QWEN25_05B = {**COMMON, **QWEN25["Qwen2.5-0.5B"]}
+QWEN25_05B = json.loads(config_path("Qwen2.5-0.5B").read_text())
 SMOKE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 512}
 

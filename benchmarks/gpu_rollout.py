@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from plan_recipes import COMMON, QWEN25  # noqa: E402 - the published configs (same folder)
+from plan_recipes import config_path  # noqa: E402 - the published configs (configs/)
 
 SMOKE = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "vocab_size": 512}
@@ -115,7 +115,7 @@ def main(argv=None) -> int:
     reports = {"device": str(device), "backend": jax.default_backend(), "bandwidth": bandwidth,
                "cpu_smoke": bool(args.cpu_smoke), "models": []}
     for name in args.models.split(","):
-        hf = {**COMMON, **QWEN25[name], **(SMOKE if args.cpu_smoke else {})}
+        hf = {**json.loads(config_path(name).read_text()), **(SMOKE if args.cpu_smoke else {})}
         reports["models"].append(check(name, hf, args, bandwidth))
     from catsim.files import write_text
 

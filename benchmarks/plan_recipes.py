@@ -2,7 +2,7 @@
 
     XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/plan_recipes.py
 
-For Qwen2.5-0.5B, 1.5B and 7B (config.json values as published with the models, written here), on 1
+For Qwen2.5-0.5B, 1.5B and 7B (config.json values as published with the models, in configs/), on 1
 device and on an 8-device FSDP mesh (1x8), it plans the recipe's RL update: a mini-batch of 64
 sequences × 2304 tokens (256 prompt + 2048 new), remat, bf16, micro-batches of 8 sequences, no KL
 (so no reference, when the step skips it), and prints a markdown table. Compiled for the CPU here:
@@ -12,22 +12,18 @@ XLA's GPU compiler fuses differently, so the numbers estimate, they do not measu
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
-COMMON = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "rms_norm_eps": 1e-06,
-          "rope_theta": 1000000.0, "torch_dtype": "bfloat16", "bos_token_id": 151643,
-          "eos_token_id": 151643, "max_position_embeddings": 32768}
-QWEN25 = {
-    "Qwen2.5-0.5B": {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24,
-                     "num_attention_heads": 14, "num_key_value_heads": 2, "vocab_size": 151936,
-                     "tie_word_embeddings": True},
-    "Qwen2.5-1.5B": {"hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
-                     "num_attention_heads": 12, "num_key_value_heads": 2, "vocab_size": 151936,
-                     "tie_word_embeddings": True},
-    "Qwen2.5-7B": {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-                   "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064,
-                   "tie_word_embeddings": False, "max_position_embeddings": 131072},
-}
+HERE = Path(__file__).resolve().parent
+# configs/<name>/config.json: the config.json values as published with the models; the docs point
+# `catsim llm plan --model` at the same files.
+QWEN25 = ("Qwen2.5-0.5B", "Qwen2.5-1.5B", "Qwen2.5-7B")
+
+
+def config_path(name: str) -> Path:
+    return HERE / "configs" / name / "config.json"
 
 
 def main(argv=None) -> int:
@@ -52,7 +48,8 @@ def main(argv=None) -> int:
           "| fits 80 GiB | fits 139 GiB |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        cfg = ModelConfig.from_hf_dict({**COMMON, **QWEN25[name]}, dtype="bfloat16").replace(remat=True)
+        hf = json.loads(config_path(name).read_text())
+        cfg = ModelConfig.from_hf_dict(hf, dtype="bfloat16").replace(remat=True)
         for mesh_text in args.meshes.split(","):
             plan = plan_rl_step(cfg, rl, seq=args.seq, mesh=parse_mesh(mesh_text))
             state = (plan.param_bytes_per_device + plan.optimizer_bytes_per_device) / GIB
