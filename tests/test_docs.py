@@ -1,4 +1,5 @@
-"""Every shell command and Python snippet of README.md and docs/*.md, run as the page writes it.
+"""Every shell command and Python snippet of README.md, docs/*.md and notebooks/README.md, run as
+the page writes it.
 
 How a page is read (docs/index.md repeats this for contributors):
 
@@ -11,8 +12,8 @@ How a page is read (docs/index.md repeats this for contributors):
   and `NAME=value` words before the program are its environment. `catsim …` and `python -m catsim …`
   run in this process (`catsim.cli.main.main`; exit code 0 required); anything else runs in bash.
 * One folder per page. A page's commands and snippets run in order, in one fresh folder holding a
-  copy of the repository's figures/ and benchmarks/, so a path a page uses must exist there or be
-  made by an earlier command of the same page.
+  copy of the repository's figures/, benchmarks/ and notebooks/, so a path a page uses must exist
+  there or be made by an earlier command of the same page.
 * `# long`. A command whose trailing comment starts with the word `long` (`cmd   # long`,
   `cmd   # long: ~6 min`) runs with the flags of SMALLER[command] appended (argparse keeps the
   last value of a repeated flag). A Python line ending in such a comment is replaced by
@@ -46,11 +47,12 @@ import pytest
 pytest_examples = pytest.importorskip("pytest_examples", reason="the 'dev' extra (pytest-examples) is absent")
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+PAGES = [ROOT / "README.md", *DOCS, ROOT / "notebooks" / "README.md"]
 SHELL_TAGS = {"bash", "sh", "shell", "console"}
 PYTHON_TAGS = {"python", "py"}
 TEXT_TAGS = {"text"}
-COPIED = ("figures", "benchmarks")  # committed inputs a page may read; copied, so runs cannot touch them
+COPIED = ("figures", "benchmarks", "notebooks")  # committed inputs a page may read; copied, so runs cannot touch them
 
 # A tiny warm-up: the model size, steps and evaluation every `catsim llm sft … # long` runs with.
 TINY_SFT = ("--steps 4 --batch-size 4 --warmup-steps 1 --hidden 16 --layers 1 --heads 2 "
@@ -103,6 +105,8 @@ SMALLER: dict[str, str] = {
     "catsim llm sft --task maze --size 17 --steps 1500 --batch-size 32 --lr 5e-4 --schedule constant "
     "--hidden 256 --layers 4 --heads 8 --out runs/maze17-paper": TINY_SFT + " --size 5",
     "catsim llm rl --base runs/base --out runs/grpo --method grpo --group-size 8": TINY_RL,
+    "catsim llm sft --task paths --out runs/sft --log-to tensorboard": TINY_SFT,
+    "catsim llm rl --base runs/sft --out runs/rl --log-to tensorboard,wandb": TINY_RL,
     'run_rl("runs/base", "runs/fgrpo", cfg)':
         'run_rl("runs/base", "runs/fgrpo", cfg.replace(steps=2, prompts_per_step=2, group_size=2, '
         "max_new_tokens=8, heldout_every=0), progress=False)",
@@ -198,7 +202,6 @@ SKIPPED: dict[str, str] = {
         "a record of how the published seeds 2 and 3 were made (the authors' /work/runs)",
     "PYTHONPATH=. python benchmarks/bench_llm_load.py --model-dir /tmp/qwen2-24 --layers 24 --baseline /work/main":
         "a timing against another checkout (/work/main) of a 24-layer model",
-    "catsim llm rl ... --out runs/rl --log-to tensorboard,wandb": "a fragment (`...`: the run's other flags)",
     "tensorboard --logdir runs/rl": "starts a server",
     "PYTHONPATH=. python benchmarks/bench_rollout.py --workload rl --repeats 3":
         "a timing of fixed workloads (minutes; its table on the page is a recorded run)",
@@ -206,7 +209,6 @@ SKIPPED: dict[str, str] = {
         "a timing at Qwen2.5-0.5B's width against PyTorch (minutes even at one layer)",
     "wandb sync runs/rl/wandb/latest-run": "uploads to W&B (network)",
     "srun --nodes=4 --ntasks-per-node=1 --gpus-per-node=8 python my_rollout_script.py": CLUSTER,
-    "mesh = make_mesh(data=2, fsdp=4)": "a fragment on an 8-device mesh (names from the listing above)",
     'initialize_distributed(coordinator_address="node0:1234", num_processes=4, '
     'process_id=int(os.environ["RANK"]))': "one process of 4 on a cluster",
 }
@@ -366,7 +368,7 @@ def test_every_table_entry_names_a_doc_command():
 
 def test_index_lists_every_page():
     index = (ROOT / "docs" / "index.md").read_text("utf-8")
-    missing = [p.name for p in PAGES[1:] if p.name != "index.md" and f"]({p.name})" not in index]
+    missing = [p.name for p in DOCS if p.name != "index.md" and f"]({p.name})" not in index]
     assert not missing, f"docs/index.md has no line for {missing}"
 
 
