@@ -80,6 +80,7 @@ SMALLER: dict[str, str] = {
     "catsim simulate --group-size 2,256,131072 --gamma 0,1 --seeds 4 --format json":
         "--group-size 2,256 --seeds 1 --steps 20",
     "catsim sweep": "--group-size 2,32 --seeds 1 --steps 20",
+    "catsim sweep --out runs/big --part 0/4": "--group-size 2,32 --seeds 1 --steps 20",
     "catsim sweep --scenario paper-literal": "--group-size 2,32 --seeds 1 --steps 20",
     "catsim sweep --scenario brorl": "--group-size 4,8 --seeds 1 --steps 20",
     "catsim sweep --scenario paper-literal --group-size 2,32,256,8192,131072 --seeds 1 --log-every 50 "
@@ -160,7 +161,6 @@ SKIPPED: dict[str, str] = {
     "import catsim.integrations.tunix as catsim_tunix": "needs the tunix extra (its own venv) and elides "
                                                          "GRPOConfig's other arguments (`...`)",
     # the simulator
-    "catsim sweep --out runs/big --part 0/4": "one part of the full Fig. 2 grid (an hour or more)",
     'catsim sweep --scenario paper --seeds 16 --out /shared/runs/fig2-16seeds --part '
     '"${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}" --no-progress': "a SLURM job-array script",
     "for i in 0 1 2 3; do": "a loop over 4 GPUs (one process each)",
