@@ -64,7 +64,7 @@ TINY_RL = ("--steps 2 --prompts-per-step 2 --group-size 2 --max-new-tokens 8 "
 
 SMALLER: dict[str, str] = {
     # README.md's tour and the commands around it
-    "catsim reproduce --quick": "--skip verify,sim,llm",
+    "catsim reproduce --quick": "--skip mass,verify,sim,llm",
     "catsim llm rl --base figures/maze-study/cpu/s0/base --out runs/tour/grpo --method grpo --steps 500 "
     "--prompts-per-step 32 --warmup-steps 2": TINY_RL + " --warmup-steps 1",
     "catsim llm rl --base figures/maze-study/cpu/s0/base --out runs/tour/f-grpo --method f-grpo --gamma 1 "
@@ -181,7 +181,8 @@ SKIPPED: dict[str, str] = {
         "a record of how the published run was made (the authors' /work/runs, publishing into figures/)",
     # the trainer
     "catsim llm maze-study --out figures/maze-study/cpu --preset cpu --max-runs 4":
-        "resumes the published CPU study (hours of training); tests/test_maze_study_published.py checks its numbers",
+        ("resumes the published CPU study in figures/ (minutes, even with every run done); "
+         "tests/test_maze_study_published.py checks its numbers"),
     "catsim llm maze-study --out runs/maze-paper --preset paper": GPU,
     "git worktree add /tmp/at COMMIT": "a template: COMMIT, STUDY and the flags are a run's recorded ones",
     "cd /tmp/at": "inside a second checkout of an older commit",
