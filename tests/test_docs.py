@@ -12,8 +12,8 @@ How a page is read (docs/index.md repeats this for contributors):
   and `NAME=value` words before the program are its environment. `catsim …` and `python -m catsim …`
   run in this process (`catsim.cli.main.main`; exit code 0 required); anything else runs in bash.
 * One folder per page. A page's commands and snippets run in order, in one fresh folder holding a
-  copy of the repository's figures/, benchmarks/ and notebooks/, so a path a page uses must exist
-  there or be made by an earlier command of the same page.
+  copy of those of the repository's figures/, benchmarks/ and notebooks/ that the page names, so a
+  path a page uses must exist there or be made by an earlier command of the same page.
 * `# long`. A command whose trailing comment starts with the word `long` (`cmd   # long`,
   `cmd   # long: ~6 min`) runs with the flags of SMALLER[command] appended (argparse keeps the
   last value of a repeated flag). A Python line ending in such a comment is replaced by
@@ -468,13 +468,17 @@ def page_steps(page: Path):
 
 
 @pytest.fixture
-def page_folder(tmp_path, monkeypatch):
+def page_folder(page, tmp_path, monkeypatch):
     folder = tmp_path / "page"
     folder.mkdir()
+    text = page.read_text("utf-8")
     for name in COPIED:
-        shutil.copytree(ROOT / name, folder / name)
+        if f"{name}/" in text:  # only what the page names (figures/ alone is 21 MB)
+            shutil.copytree(ROOT / name, folder / name)
     monkeypatch.chdir(folder)
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
+        monkeypatch.delenv(name, raising=False)  # catsim's main() sets them; gone again after the page
     return folder
 
 
