@@ -10,7 +10,8 @@ How a page is read (docs/index.md repeats this for contributors):
   `$ ` prompt; the other lines are output): a trailing `\\` joins the next
   line, `#` starts a comment (a line that is only a comment is skipped), `&&` chains commands,
   and `NAME=value` words before the program are its environment. `catsim …` and `python -m catsim …`
-  run in this process (`catsim.cli.main.main`; exit code 0 required); anything else runs in bash.
+  run in this process (`catsim.cli.main.main`); anything else runs in bash. Each must exit 0
+  without a deprecation line (a page uses today's flag spellings).
 * One folder per page. A page's commands and snippets run in order, in one fresh folder holding a
   copy of those of the repository's figures/, benchmarks/ and notebooks/ that the page names, so a
   path a page uses must exist there or be made by an earlier command of the same page.
@@ -52,6 +53,7 @@ PAGES = [ROOT / "README.md", *DOCS, ROOT / "notebooks" / "README.md"]
 SHELL_TAGS = {"bash", "sh", "shell", "console"}
 PYTHON_TAGS = {"python", "py"}
 TEXT_TAGS = {"text"}
+DEPRECATED = "is deprecated; use"  # the line a hidden old flag spelling prints (catsim.cli.vocabulary)
 COPIED = ("figures", "benchmarks", "notebooks")  # committed inputs a page may read; copied, so runs cannot touch them
 
 # A tiny warm-up: the model size, steps and evaluation every `catsim llm sft … # long` runs with.
@@ -401,6 +403,8 @@ def run_catsim(argv: list[str], stdout_to: Path | None) -> None:
     if stdout_to is not None:
         stdout_to.write_text(out.getvalue())
     assert code == 0, f"catsim {shlex.join(argv)} -> exit {code}\n{err.getvalue()[-3000:]}"
+    old = [line for line in err.getvalue().splitlines() if DEPRECATED in line]
+    assert not old, f"catsim {shlex.join(argv)}: the docs use an old spelling: {old}"
 
 
 def in_process(words: list[str]) -> tuple[list[str], Path | None] | None:
@@ -439,6 +443,8 @@ def run_command(cmd: Command, folder: Path) -> None:
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, (f"{rel(cmd.page)}:{cmd.line} `{cmd.text}` -> exit {proc.returncode}\n"
                                   f"{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
+    old = [line for line in proc.stderr.splitlines() if DEPRECATED in line]
+    assert not old, f"{rel(cmd.page)}:{cmd.line} `{cmd.text}` uses an old spelling: {old}"
 
 
 def run_snippet(example, eval_example) -> None:
