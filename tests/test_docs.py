@@ -484,7 +484,10 @@ def page_folder(page, tmp_path, monkeypatch):
     monkeypatch.chdir(folder)
     monkeypatch.setenv("MPLBACKEND", "Agg")
     for name in ("JAX_COMPILATION_CACHE_DIR", "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"):
-        monkeypatch.delenv(name, raising=False)  # catsim's main() sets them; gone again after the page
+        if name in os.environ:  # catsim's main() sets them: restored to what they were after the page
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
     return folder
 
 
