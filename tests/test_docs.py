@@ -344,6 +344,24 @@ def names_a_command(key: str, texts: set[str]) -> bool:
 # The tables and the fences
 
 
+def test_a_block_reads_as_its_commands():
+    """How a shell block splits: continuations, `&&`, comments, `# long`, quotes, a console prompt."""
+    source = ("# a comment line\n"
+              "pip install -e \".[dev]\" && catsim reproduce --quick   # long: a while\n"
+              "catsim llm rl --base b \\\n"
+              "    --out o   # long\n"
+              "XLA_FLAGS=\"--a --b\" catsim simulate --task-opt 'x=# not a comment'   # longer than it looks\n")
+    got = [(c.line, c.text, c.long) for c in commands(Block(ROOT / "x.md", 1, "bash", source))]
+    assert got == [(3, 'pip install -e ".[dev]"', True), (3, "catsim reproduce --quick", True),
+                   (4, "catsim llm rl --base b --out o", True),
+                   (6, "XLA_FLAGS=\"--a --b\" catsim simulate --task-opt 'x=# not a comment'", False)]
+    console = commands(Block(ROOT / "x.md", 1, "console", "$ catsim lemma --peaks\n  tau  mu_pos\n"))
+    assert [c.text for c in console] == ["catsim lemma --peaks"]
+    assert in_process(shlex.split("PYTHONPATH=. python -m catsim llm sft --out o > f.txt")) == (
+        ["llm", "sft", "--out", "o"], Path("f.txt"))
+    assert in_process(shlex.split("XLA_FLAGS=x catsim sweep")) is None  # needs a process of its own
+
+
 def test_every_fence_is_tagged():
     bad = [f"{rel(b.page)}:{b.line} ```{b.tag}" for page in PAGES for b in blocks(page)
            if b.tag not in SHELL_TAGS | PYTHON_TAGS | TEXT_TAGS]
@@ -409,8 +427,9 @@ def run_catsim(argv: list[str], stdout_to: Path | None) -> None:
 
 def in_process(words: list[str]) -> tuple[list[str], Path | None] | None:
     """The catsim argv and stdout file of a command this process can run, or None."""
-    env = [w for w in words if re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
-    words = words[len(env):] if words[:len(env)] == env else words
+    env = []
+    while words and re.match(r"[A-Za-z_][A-Za-z0-9_]*=", words[0]):  # NAME=value before the program
+        env, words = env + [words[0]], words[1:]
     if any(not w.startswith("PYTHONPATH=") for w in env):
         return None  # an environment the running process cannot take (XLA_FLAGS, ...)
     if any(w in ("|", "<", ">>", ";", "&") for w in words):
