@@ -387,6 +387,16 @@ def test_every_table_entry_names_a_doc_command():
     assert not stale_skipped, f"SKIPPED entries that name no doc command or snippet: {stale_skipped}"
 
 
+def test_skipped_commands_name_files_that_exist():
+    """A command the test cannot run still names real files: its tests/, benchmarks/, figures/ and
+    notebooks/ paths exist in the repository."""
+    named = [(c, word) for c in all_commands() if skipped(c.text)
+             for word in shlex.split(c.text.replace("$", ""))
+             if re.match(r"(tests|benchmarks|figures|notebooks)/", word)]
+    missing = [f"{rel(c.page)}:{c.line} {word}" for c, word in named if not (ROOT / word).exists()]
+    assert not missing, f"skipped doc commands name files that do not exist: {missing}"
+
+
 def test_index_lists_every_page():
     index = (ROOT / "docs" / "index.md").read_text("utf-8")
     missing = [p.name for p in DOCS if p.name != "index.md" and f"]({p.name})" not in index]
