@@ -23,7 +23,8 @@ How a page is read (docs/index.md repeats this for contributors):
 * SKIPPED[command, or any line of a snippet] = why it cannot run here (it installs packages, needs a
   GPU or a cluster, names the authors' folders, or another test runs it as written).
   A key ending in " …" names every command that starts with the rest of it. `test_skipped_table`
-  prints the table; an entry that names nothing in the docs fails.
+  prints the table; an entry that names nothing in the docs fails. A skipped command's tests/,
+  benchmarks/, figures/ and notebooks/ paths must still exist.
 * docs/index.md links every page of docs/ (`test_index_lists_every_page`).
 
 Tables are keyed by the command as the page writes it, whitespace collapsed, comment dropped.
