@@ -38,13 +38,13 @@ def test_the_readme_quotes_the_tours_pass_at_k(measured):
 def test_the_readme_quotes_the_tours_paired_test(measured):
     line = _measured_line()
     m = re.search(r"F-GRPO − GRPO at pass@(\d+): ([+−-][0-9.]+) \(95 % \[([+−-][0-9.]+), ([+−-][0-9.]+)\], "
-                  r"p = ([0-9.]+)\)", line)
+                  r"p = ([0-9.e-]+)\)", line)
     assert m, line
     test = next(t for t in measured["tests"] if t["a"] == MODELS["GRPO"] and t["b"] == MODELS["F-GRPO"]
                 and t["k"] == int(m.group(1)))
-    quoted = [float(x.replace("−", "-")) for x in m.group(2, 3, 4, 5)]
-    assert quoted == [round(test["delta"], 3), round(test["interval"][0], 3), round(test["interval"][1], 3),
-                      round(test["p_value"], 3)]
+    quoted = [float(x.replace("−", "-")) for x in m.group(2, 3, 4)]
+    assert quoted == [round(test["delta"], 3), round(test["interval"][0], 3), round(test["interval"][1], 3)]
+    assert m.group(5) == f"{test['p_value']:.2g}"
 
 
 def test_the_readme_describes_the_committed_warm_up():
@@ -61,3 +61,12 @@ def test_the_readme_quotes_the_published_simulator_cell():
     readme = " ".join((ROOT / "README.md").read_text().split())
     m = re.search(r"over 4 seeds ([0-9.]+) against ([0-9.]+)", readme)
     assert m and [m.group(1), m.group(2)] == [f"{float(cells[1]):.3f}", f"{float(cells[3]):.3f}"]
+
+
+def test_the_readme_quotes_the_tours_pass_at_1_test(measured):
+    m = re.search(r"at pass@1 ([+−-][0-9.]+) \(p = ([0-9.]+)\)", _measured_line())
+    assert m
+    test = next(t for t in measured["tests"] if t["a"] == MODELS["GRPO"] and t["b"] == MODELS["F-GRPO"]
+                and t["k"] == 1)
+    assert float(m.group(1).replace("−", "-")) == round(test["delta"], 3)
+    assert m.group(2) == f"{test['p_value']:.2g}"
