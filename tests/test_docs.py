@@ -68,10 +68,10 @@ TINY_RL = ("--steps 2 --prompts-per-step 2 --group-size 2 --max-new-tokens 8 "
 SMALLER: dict[str, str] = {
     # README.md's tour and the commands around it
     "catsim reproduce --quick": "--skip mass,verify,sim,llm",
-    "catsim llm rl --base figures/maze-study/cpu/s0/base --out runs/tour/grpo --method grpo --steps 500 "
-    "--prompts-per-step 32 --warmup-steps 2": TINY_RL + " --warmup-steps 1",
+    "catsim llm rl --base figures/maze-study/cpu/s0/base --out runs/tour/grpo --method grpo --steps 400 "
+    "--prompts-per-step 32 --warmup-steps 2 --save-every 50": TINY_RL + " --warmup-steps 1",
     "catsim llm rl --base figures/maze-study/cpu/s0/base --out runs/tour/f-grpo --method f-grpo --gamma 1 "
-    "--steps 500 --prompts-per-step 32 --warmup-steps 2": TINY_RL + " --warmup-steps 1",
+    "--steps 400 --prompts-per-step 32 --warmup-steps 2 --save-every 50": TINY_RL + " --warmup-steps 1",
     "catsim llm eval runs/tour/grpo/model runs/tour/f-grpo/model figures/maze-study/cpu/s0/base --samples 64 "
     "--k 1,8,64 --test --save runs/tour/eval.json": "--samples 4 --k 1,4 --prompts 4",
     "catsim sweep --study methods --group-size 2,8,64,512 --out runs/methods":
