@@ -68,9 +68,20 @@ def _isatty(stream) -> bool:
         return False
 
 
+def _in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel's (an imported ipykernel alone is not: a test
+    runner or a library may import it without being a notebook)."""
+    ipython = sys.modules.get("IPython")
+    try:
+        shell = ipython.get_ipython() if ipython is not None else None
+    except Exception:  # an IPython that cannot say
+        return False
+    return type(shell).__name__ == "ZMQInteractiveShell"
+
+
 def draws_bars(stream=None) -> bool:
     """Whether a redrawn bar can be shown on `stream` (default stderr): a terminal or a notebook."""
-    return _isatty(sys.stderr if stream is None else stream) or "ipykernel" in sys.modules
+    return _isatty(sys.stderr if stream is None else stream) or _in_notebook()
 
 
 def progress_bar(total: int | None, desc: str | None = None, mode: bool | None = None, *, unit: str = "it",

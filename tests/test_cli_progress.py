@@ -185,3 +185,14 @@ def test_llm_pipeline_says_how_far_it_is_when_its_output_goes_to_a_file(tmp_path
     assert any(" 1/1 steps (100%), " in line and " reward=" in line for line in lines), err  # the RL run
     assert any(" rollouts (100%), " in line for line in lines), err  # its evaluations
     assert "\r" not in err
+
+
+def test_an_imported_ipykernel_is_not_a_notebook(monkeypatch):
+    """A process that merely imports ipykernel (a test runner after a notebook test, a library) still
+    writes plain lines to a file; before, any import of ipykernel switched every run to redrawn bars."""
+    import ipykernel  # noqa: F401
+
+    from catsim.progress import PlainProgress, progress_bar
+
+    _terminal(monkeypatch, False)
+    assert isinstance(progress_bar(4, "x", None), PlainProgress)
