@@ -74,16 +74,10 @@ SMALLER: dict[str, str] = {
     "--steps 400 --prompts-per-step 32 --warmup-steps 2 --save-every 50": TINY_RL + " --warmup-steps 1",
     "catsim llm eval runs/tour/grpo/model runs/tour/f-grpo/model figures/maze-study/cpu/s0/base --samples 64 "
     "--k 1,8,64 --test --save runs/tour/eval.json": "--samples 4 --k 1,4 --prompts 4",
-    "catsim sweep --study methods --group-size 2,8,64,512 --out runs/methods":
-        "--group-size 2,8 --seeds 1 --steps 20",
-    "catsim llm rl --base runs/maze7 --out runs/maze7-fgrpo --method f-grpo --group-size 8": TINY_RL,
-    "catsim llm eval runs/maze7 runs/maze7-fgrpo/model --task maze --samples 64 --k 1,4,16,64 --test":
-        "--samples 4 --k 1,4 --prompts 4",
     # the simulator: fewer steps, seeds and group sizes
     "catsim simulate --group-size 2,256,131072 --gamma 0,1 --seeds 4 --format json":
         "--group-size 2,256 --seeds 1 --steps 20",
     "catsim sweep": "--group-size 2,32 --seeds 1 --steps 20",
-    "catsim sweep --out runs/big --part 0/4": "--group-size 2,32 --seeds 1 --steps 20",
     "catsim sweep --scenario paper-literal": "--group-size 2,32 --seeds 1 --steps 20",
     "catsim sweep --scenario brorl": "--group-size 4,8 --seeds 1 --steps 20",
     "catsim sweep --scenario paper-literal --group-size 2,32,256,8192,131072 --seeds 1 --log-every 50 "
@@ -101,7 +95,6 @@ SMALLER: dict[str, str] = {
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py": "--cells 8:20",
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --cells fig2": "--cells 8:20",
     # the trainer: a tiny warm-up, two RL steps, a few samples
-    "catsim llm sft --task maze --out runs/maze7": TINY_SFT,
     "PYTHONPATH=. python -m catsim llm sft --task maze --out runs/maze7": TINY_SFT,
     "catsim llm sft --task maze --out runs/base": TINY_SFT,
     "catsim llm sft --task paths --out runs/warmup": TINY_SFT,
