@@ -240,16 +240,23 @@ def blocks(page: Path) -> list[Block]:
             for m in FENCE.finditer(text)]
 
 
-def split_comment(line: str) -> tuple[str, str]:
-    """(code, comment) of one shell line: the first `#` outside quotes that starts a word."""
+def unquoted(text: str):
+    """(index, character) of each character of `text` outside '...' and "..." quotes."""
     quote = None
-    for i, ch in enumerate(line):
+    for i, ch in enumerate(text):
         if quote:
             if ch == quote:
                 quote = None
         elif ch in "'\"":
             quote = ch
-        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+        else:
+            yield i, ch
+
+
+def split_comment(line: str) -> tuple[str, str]:
+    """(code, comment) of one shell line: the first `#` outside quotes that starts a word."""
+    for i, ch in unquoted(line):
+        if ch == "#" and (i == 0 or line[i - 1].isspace()):
             return line[:i].rstrip(), line[i + 1:].strip()
     return line.rstrip(), ""
 
@@ -260,14 +267,9 @@ def is_long(comment: str) -> bool:
 
 def split_and(code: str) -> list[str]:
     """`a && b` -> [a, b] (outside quotes)."""
-    parts, quote, start = [], None, 0
-    for i, ch in enumerate(code):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif code.startswith("&&", i):
+    parts, start = [], 0
+    for i, _ in unquoted(code):
+        if code.startswith("&&", i):
             parts.append(code[start:i])
             start = i + 2
     parts.append(code[start:])
