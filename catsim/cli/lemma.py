@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import textwrap
 from pathlib import Path
 
 from catsim.cli.args import parse_float_list, parse_int_list
-from catsim.cli.vocabulary import add_format_argument, alias
+from catsim.cli.vocabulary import add_format_argument, alias, write_csv
 from catsim.errors import CatsimError
 from catsim.experiments.theory import (
     custom_lemma_figure,
@@ -74,9 +73,7 @@ def _print_rows(rows: list[dict], columns: tuple[str, ...], fmt: str | None) -> 
         json.dump(rows, sys.stdout, indent=1)
         sys.stdout.write("\n")
     elif fmt == "csv":
-        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows({k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows)
+        write_csv([{k: (repr(v) if isinstance(v, float) else v) for k, v in r.items()} for r in rows], columns)
     else:
         cells = [[_readable(r[c]) for c in columns] for r in rows]
         widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
