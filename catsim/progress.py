@@ -97,9 +97,10 @@ def progress_bar(total: int | None, desc: str | None = None, mode: bool | None =
     from tqdm.auto import tqdm
 
     stream = sys.stderr
-    if mode is False or (mode is None and not long and not draws_bars(stream)):
+    bars = draws_bars(stream)
+    if mode is False or (mode is None and not long and not bars):
         return tqdm(total=total, disable=True)
-    if draws_bars(stream):
+    if bars:
         return tqdm(total=total, desc=desc, unit=unit, unit_scale=unit_scale, initial=initial, leave=leave,
                     file=stream, dynamic_ncols=True, smoothing=0.1)
     return PlainProgress(total, desc, unit=unit, unit_scale=unit_scale, initial=initial, clock=clock)
