@@ -67,23 +67,12 @@ def _program(cfg: SimConfig, sizes) -> tuple:
 
 def cell_owners(configs: list[SimConfig], parts: int) -> list[int]:
     """The part (0 … parts−1) that computes each cell of `configs` (a sweep's whole grid, in grid
-    order): longest estimated cell first, each onto the least loaded part; among equally loaded
-    parts one already holding a cell of the same compiled program (one compilation fewer), else
-    the lowest index."""
+    order): `catsim.jobs.owners` of the cells' estimated costs (`cell_cost`), cells of one compiled
+    program together when that costs nothing."""
+    from catsim.jobs import owners
+
     sizes = [c.group_size for c in configs]
-    order = sorted(range(len(configs)), key=lambda i: (-cell_cost(configs[i]), i))
-    load = [0.0] * parts
-    programs: list[set] = [set() for _ in range(parts)]
-    owners = [0] * len(configs)
-    for i in order:
-        program = _program(configs[i], sizes)
-        least = min(load)
-        free = [p for p in range(parts) if math.isclose(load[p], least)]
-        owner = next((p for p in free if program in programs[p]), free[0])
-        owners[i] = owner
-        load[owner] += cell_cost(configs[i])
-        programs[owner].add(program)
-    return owners
+    return owners([cell_cost(c) for c in configs], parts, [_program(c, sizes) for c in configs])
 
 
 def settings_signature(settings: dict) -> str:
