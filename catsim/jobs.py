@@ -63,12 +63,14 @@ def owners(costs: Sequence[float], parts: int, programs: Sequence | None = None)
     return out
 
 
-def share(units: Sequence, costs: Sequence[float], part: tuple[int, int] | None) -> list:
-    """The units of `part` (I, P) of the whole list `units` (all of them for None), in their order."""
+def share(units: Sequence, costs: Sequence[float], part: tuple[int, int] | None,
+          programs: Sequence | None = None) -> list:
+    """The units of `part` (I, P) of the whole list `units` (all of them for None), in their order:
+    `owners(costs, P, programs)`."""
     if part is None:
         return list(units)
     index, count = part
-    return [u for u, p in zip(units, owners(costs, count)) if p == index]
+    return [u for u, p in zip(units, owners(costs, count, programs)) if p == index]
 
 
 # ----------------------------------------------------------------------------- thread settings
