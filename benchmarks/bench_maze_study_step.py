@@ -25,7 +25,8 @@ from pathlib import Path
 
 
 def main() -> int:
-    from catsim.experiments import maze_presets, maze_study
+    from catsim.experiments.maze import presets as maze_presets
+    from catsim.experiments.maze import study as maze_study
     from catsim.llm.rl import read_log, run_rl
 
     parser = argparse.ArgumentParser()
@@ -41,7 +42,7 @@ def main() -> int:
     sp = dataclasses.replace(sp, sft_steps=min(sp.sft_steps, args.sft_steps), plan=((args.group_size, 1),),
                              rl_steps=steps, checkpoints=1)
     out = Path(args.out)
-    task = maze_study._task(sp)
+    task = maze_study.study_task(sp)
     t0 = time.perf_counter()
     base = maze_study._warm_up(sp, task, out / "base", 0, False)
     sft_s = time.perf_counter() - t0

@@ -36,7 +36,9 @@ KEYS = ("loss", "grad_norm", "reward")
 def _child(study: Path, run: str, steps: int, out: Path) -> None:
     """Train the first `steps` steps of the study run `run` into `out`; write out/record.json."""
     from catsim import provenance
-    from catsim.experiments import maze_arms, maze_presets, maze_study
+    from catsim.experiments.maze import arms as maze_arms
+    from catsim.experiments.maze import presets as maze_presets
+    from catsim.experiments.maze import study as maze_study
     from catsim.llm.rl import read_log, run_rl
 
     seed_dir, label = run.split("/")
@@ -46,7 +48,7 @@ def _child(study: Path, run: str, steps: int, out: Path) -> None:
     sp = maze_presets.PRESETS[recorded["name"]]()
     if json.loads(json.dumps(dataclasses.asdict(sp))) != recorded:
         raise SystemExit(f"{study}: its preset is not today's {recorded['name']!r} preset")
-    task = maze_study._task(sp)
+    task = maze_study.study_task(sp)
     max_new = task.max_answer_chars + 1
     if ev.get("arm"):
         arm = next(a for a in maze_arms.arm_set(sp.name) if a.name == ev["arm"])

@@ -9,8 +9,9 @@ import sys
 import pytest
 
 from catsim.cli.main import main
-from catsim.experiments import maze_arms_report, maze_report
 from catsim.experiments import published as src
+from catsim.experiments.maze import arms_report as maze_arms_report
+from catsim.experiments.maze import report as maze_report
 
 SIM = ["--group-size", "2,8", "--gamma", "0,1", "--steps", "100", "--num-actions", "300", "--num-correct", "40",
        "--no-progress"]

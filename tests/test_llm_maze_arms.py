@@ -15,9 +15,10 @@ import pytest
 
 from catsim.cli.main import main
 from catsim.errors import CatsimError
-from catsim.experiments import maze_arms, maze_presets
-from catsim.experiments import maze_study as study
-from catsim.experiments.maze_arms import Arm, arm_config, arm_set, run_arms
+from catsim.experiments.maze import arms as maze_arms
+from catsim.experiments.maze import presets as maze_presets
+from catsim.experiments.maze import study
+from catsim.experiments.maze.arms import Arm, arm_config, arm_set, run_arms
 
 GITIGNORE = Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu" / ".gitignore"
 QUIET = {"progress": False, "say": lambda *_: None}

@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 from catsim.cli.main import main
-from catsim.experiments import maze_presets
-from catsim.experiments.maze_report import FIGURES, write_report
-from catsim.experiments.maze_study import paired_tests, run_study
+from catsim.experiments.maze import presets as maze_presets
+from catsim.experiments.maze.report import FIGURES, write_report
+from catsim.experiments.maze.stats import paired_tests
+from catsim.experiments.maze.study import run_study
 from catsim.llm import evaluate as ev
 from catsim.llm.metrics import paired_subsample_test
 
@@ -220,7 +221,7 @@ def test_a_report_folder_keeps_no_stale_arms_or_trl_files(tmp_path, capsys):
     current), and leaves every file no report writes alone."""
     from pathlib import Path
 
-    from catsim.experiments.maze_arms_report import FIGURES as ARM_FIGURES
+    from catsim.experiments.maze.arms_report import FIGURES as ARM_FIGURES
 
     study = tmp_path / "study"
     shutil.copytree(Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu", study)

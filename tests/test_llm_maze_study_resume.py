@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from catsim.cli.main import main
-from catsim.experiments import maze_presets
-from catsim.experiments import maze_study as study_module
-from catsim.experiments.maze_study import run_study
+from catsim.experiments.maze import presets as maze_presets
+from catsim.experiments.maze import study as study_module
+from catsim.experiments.maze.study import run_study
 
 GITIGNORE = Path(__file__).resolve().parents[1] / "figures" / "maze-study" / "cpu" / ".gitignore"
 QUIET = {"progress": False, "say": lambda *_: None}
@@ -174,7 +174,7 @@ def test_a_state_fingerprinted_by_path_resumes_in_place_and_is_named_when_moved(
     out = tmp_path / "study"
     shutil.copytree(finished, out)
     run = out / "s0" / "grpo-N2"
-    task = study_module._task(sp)
+    task = study_module.study_task(sp)
     cfg = study_module.rl_config(sp, "grpo", 2, 0.0, 0, task.max_answer_chars + 1)
     run_rl(out / "s0" / "base", run, cfg, overwrite=True, progress=False)  # no base_id: the path
     (run / "eval.json").write_text("{")

@@ -22,9 +22,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from catsim.experiments import maze_arms, maze_presets, maze_trl
-from catsim.experiments import maze_study as study
-from catsim.experiments.maze_report import write_report
+from catsim.experiments.maze import arms as maze_arms
+from catsim.experiments.maze import presets as maze_presets
+from catsim.experiments.maze import stats, study
+from catsim.experiments.maze import trl as maze_trl
+from catsim.experiments.maze.report import write_report
 
 pytestmark = pytest.mark.published
 
@@ -43,15 +45,15 @@ def test_results_and_report_are_those_of_the_committed_runs(published, tmp_path)
     assert published["preset"] == json.loads(json.dumps(dataclasses.asdict(sp)))
     assert len(published["runs"]) == len(study.run_names(sp)) == 15
     said = []
-    runs = [study._read_run(sp, STUDY / f"s{seed}", method, n, gamma, seed, said.append)
+    runs = [study.read_run(sp, STUDY / f"s{seed}", method, n, gamma, seed, said.append)
             for method, n, gamma, seed in study.run_names(sp)]
-    bases = {seed: study._read_base(sp, STUDY / f"s{seed}", said.append) for seed in (0, 1, 2)}
+    bases = {seed: study.read_base(sp, STUDY / f"s{seed}", said.append) for seed in (0, 1, 2)}
     assert not said and all(r is not None for r in runs)  # every committed piece is usable
     assert runs == published["runs"] and {str(s): b for s, b in bases.items()} == published["bases"]
-    assert json.loads(json.dumps(study.summarize(runs, sp, bases))) == published["summary"]
+    assert json.loads(json.dumps(stats.summarize(runs, sp, bases))) == published["summary"]
     # the headline tests (N = 8, k = 1 and 64) recomputed: same seeds, so the same numbers to the bit
     head = dataclasses.replace(sp, plan=((8, 3),), ks=(1, 64))
-    now = json.loads(json.dumps(study.paired_tests(runs, head) + study.change_tests(runs, bases, head)))
+    now = json.loads(json.dumps(stats.paired_tests(runs, head) + stats.change_tests(runs, bases, head)))
     for t in now:
         match = [p for p in published["tests"] + published["changes"]
                  if {k: p.get(k) for k in ("method", "group_size", "gamma", "k")}
@@ -71,7 +73,7 @@ def _within_binomial(p_published: float, p_now: float, samples: int, z: float = 
 
 def test_the_committed_warm_up_reevaluates_to_its_published_numbers(published):
     sp = maze_presets.cpu()
-    task = study._task(sp)
+    task = study.study_task(sp)
     prompts = 32
     now = study.evaluate(sp, task, STUDY / "s0" / "base", n=sp.eval_n, n_prompts=prompts, ks=(1, 64),
                          label="", progress=False, solution_mass=False)
@@ -84,7 +86,7 @@ def test_the_first_rl_steps_reproduce_the_published_run(published, tmp_path):
     from catsim.llm.rl import read_log, run_rl
 
     sp = maze_presets.cpu()
-    task = study._task(sp)
+    task = study.study_task(sp)
     cfg = study.rl_config(sp, "grpo", 8, 0.0, 0, task.max_answer_chars + 1)
     steps = 15
     run_rl(STUDY / "s0" / "base", tmp_path / "rl", cfg, stop_after=steps, progress=False)
@@ -199,6 +201,6 @@ def test_the_docs_arms_table_quotes_arms_json():
 def test_the_committed_summaries_say_what_their_runs_say():
     """results.json, arms.json and trl.json pass `--report`'s check against the committed runs (every
     number recomputed from the runs' eval.json but the tests' subsampled fields)."""
-    from catsim.experiments.maze_check import check_summaries
+    from catsim.experiments.maze.check import check_summaries
 
     check_summaries(STUDY, study.load_results(STUDY), maze_arms.load_arms(STUDY), maze_trl.load_trl(STUDY))

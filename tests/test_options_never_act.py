@@ -132,8 +132,8 @@ def test_llm_rl_option_the_method_never_reads_is_refused(flags, needle, acts, tm
 
 
 def test_every_published_maze_arm_sets_only_options_that_act():
-    from catsim.experiments import maze_presets
-    from catsim.experiments.maze_arms import ARM_SETS, arm_config
+    from catsim.experiments.maze import presets as maze_presets
+    from catsim.experiments.maze.arms import ARM_SETS, arm_config
     from catsim.llm.rl.unread import unread_options
 
     presets = {"cpu": maze_presets.cpu(), "tiny": maze_presets.tiny()}

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from catsim import provenance
-from catsim.experiments import maze_presets, maze_provenance
-from catsim.experiments.maze_study import run_study
+from catsim.experiments.maze import presets as maze_presets
+from catsim.experiments.maze import provenance as maze_provenance
+from catsim.experiments.maze.study import run_study
 
 
 @pytest.mark.parametrize("flags, want", [

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from catsim.experiments import maze_presets
-from catsim.experiments.maze_study import run_study
+from catsim.experiments.maze import presets as maze_presets
+from catsim.experiments.maze.study import run_study
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "regenerate_run.py"
 PINNED = "--xla_cpu_max_isa=AVX2 --xla_cpu_use_xnnpack=false --xla_cpu_multi_thread_eigen=false " \

@@ -66,7 +66,7 @@ def register(subparsers) -> None:
 
 def preset_from_args(args):
     from catsim.cli.args import parse_float_list, parse_int_list
-    from catsim.experiments import maze_presets
+    from catsim.experiments.maze import presets as maze_presets
 
     if args.paper_shapes and args.preset != "tiny":
         raise CatsimError("--paper-shapes goes with --preset tiny")
@@ -87,11 +87,11 @@ def run(args) -> int:
     if args.format != "table" and other:
         raise CatsimError(f"--format {args.format} reads the study's table, which {other} does not print")
     if args.report:
-        from catsim.experiments.maze_arms import load_arms
-        from catsim.experiments.maze_check import check_summaries
-        from catsim.experiments.maze_report import write_report
-        from catsim.experiments.maze_study import load_results
-        from catsim.experiments.maze_trl import load_trl
+        from catsim.experiments.maze.arms import load_arms
+        from catsim.experiments.maze.check import check_summaries
+        from catsim.experiments.maze.report import write_report
+        from catsim.experiments.maze.study import load_results
+        from catsim.experiments.maze.trl import load_trl
 
         results = load_results(args.out)
         _check_report_args(args, results)
@@ -111,12 +111,12 @@ def run(args) -> int:
         return _run_arms(args, sp)
     if args.trainer == "trl":
         return _run_trl(args, sp)
-    from catsim.experiments.maze_study import run_study
+    from catsim.experiments.maze.study import run_study
 
     results = run_study(args.out, sp, progress=args.progress,
                         log_to=args.log_to, max_runs=args.max_runs)
     if results is not None:
-        from catsim.experiments.maze_report import table_lines
+        from catsim.experiments.maze.report import table_lines
 
         if args.format == "json":
             import json
@@ -136,7 +136,7 @@ def _check_report_args(args, results: dict) -> None:
     import dataclasses
     import json
 
-    from catsim.experiments.maze_study import _diff
+    from catsim.experiments.maze.study import settings_diff
 
     runs = [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
                                      ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)))
@@ -147,12 +147,12 @@ def _check_report_args(args, results: dict) -> None:
         want = json.loads(json.dumps(dataclasses.asdict(preset_from_args(args))))
         if results["preset"] != want:
             raise CatsimError(f"{args.out}/results.json is the {results['preset'].get('name')!r} study, with other "
-                              f"settings than those given ({_diff(results['preset'], want)}): --report reports the "
+                              f"settings than those given ({settings_diff(results['preset'], want)}): --report reports the "
                               "study in --out; leave the settings out")
 
 
 def _run_arms(args, sp) -> int:
-    from catsim.experiments.maze_arms import arm_set, run_arms
+    from catsim.experiments.maze.arms import arm_set, run_arms
 
     names = [n.strip() for n in args.arms.split(",") if n.strip()]
     if not names:
@@ -167,7 +167,7 @@ def _run_arms(args, sp) -> int:
 
 
 def _run_trl(args, sp) -> int:
-    from catsim.experiments.maze_trl import cross_lines, run_trl_study
+    from catsim.experiments.maze.trl import cross_lines, run_trl_study
 
     result = run_trl_study(args.out, sp, progress=args.progress,
                            max_runs=args.max_runs)

@@ -1,4 +1,4 @@
-"""The arms' part of the Maze study report (`catsim.experiments.maze_arms`): which fix keeps pass@k,
+"""The arms' part of the Maze study report (`catsim.experiments.maze.arms`): which fix keeps pass@k,
 at what pass@1 cost — the headline by the rule fixed before the runs, every arm against GRPO and
 F-GRPO γ = 0.5, the article's claims with their verdicts, the horizon arms, and two figures. Read
 from arms.json and the study's results.json alone.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.experiments.maze_study import p_text
+from catsim.experiments.maze.stats import p_text
 from catsim.plots import maze_arms as plots
 from catsim.plots.maze_study import warm_up_on_curve_mazes
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from catsim.experiments.maze_presets import paper
-from catsim.experiments.maze_provenance import set_up_lines
-from catsim.experiments.maze_study import p_text, solution_prob_change
+from catsim.experiments.maze.presets import paper
+from catsim.experiments.maze.provenance import set_up_lines
+from catsim.experiments.maze.stats import p_text, solution_prob_change
 from catsim.files import write_text
 from catsim.plots import maze_study as plots
 
@@ -264,8 +264,8 @@ def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | 
                  arms: dict | None = None, trl: dict | None = None) -> Path:
     """report.md, the figures and results.json in `out_dir`; returns the path of report.md.
     `study_dir`: the study directory, named in the report's commands; `arms`: the study's arms.json
-    (`maze_arms.load_arms`), reported with its own figures, and `trl` its trl.json
-    (`maze_trl.load_trl`), the cross-trainer table: both copied beside results.json. The files
+    (`arms.load_arms`), reported with its own figures, and `trl` its trl.json
+    (`trl.load_trl`), the cross-trainer table: both copied beside results.json. The files
     are made in a temporary folder and moved into `out_dir` once all are made: a failure leaves
     nothing behind. A file an earlier report wrote that this one does not (arms.json, trl.json or
     the arms figures of a study that has none now) is removed, so the folder holds only this report."""
@@ -289,7 +289,7 @@ def report_files(out_dir: str | Path, study_dir: str | Path | None) -> set[str]:
     """Every file name a report into `out_dir` may write: what a later report that does not write
     one of them removes. A report into the study directory itself never writes (so never removes)
     the study's own results.json, arms.json and trl.json."""
-    from catsim.experiments.maze_arms_report import FIGURES as ARM_FIGURES
+    from catsim.experiments.maze.arms_report import FIGURES as ARM_FIGURES
 
     names = {"report.md", *FIGURES, *ARM_FIGURES}
     if study_dir is None or Path(study_dir).resolve() != Path(out_dir).resolve():
@@ -313,11 +313,11 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
                 write_text(stage / name, json.dumps(extra, indent=1) + "\n")
     arm_lines = []
     if trl is not None:
-        from catsim.experiments.maze_trl import report_lines
+        from catsim.experiments.maze.trl import report_lines
 
         arm_lines = [*report_lines(trl), ""]
     if arms is not None:
-        from catsim.experiments.maze_arms_report import arms_section
+        from catsim.experiments.maze.arms_report import arms_section
 
         arm_lines = arms_section(arms, results, stage)[0] + arm_lines
     p = results["preset"]

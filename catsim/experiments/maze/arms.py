@@ -1,11 +1,11 @@
 """Arms of the Maze study: which fix keeps pass@k, at what pass@1 cost (the F-GRPO article's practical
 claims, tested in the Maze regime).
 
-    arms = run_arms("figures/maze-study/cpu", maze_presets.cpu(), arm_set("cpu"))
+    arms = run_arms("figures/maze-study/cpu", presets.cpu(), arm_set("cpu"))
 
 An arm is a named method configuration — method, γ or γ schedule, entropy / KL coefficient, optimizer
 updates per step, RL steps — at a group size N, trained from the study's committed warm-ups (seed s:
-`s<s>/base`) and evaluated exactly as the study's runs (`maze_study.train_and_evaluate`). An arm that
+`s<s>/base`) and evaluated exactly as the study's runs (`study.train_and_evaluate`). An arm that
 *is* a study run (GRPO, F-GRPO γ = 0.5 at N = 8, …) names it (`study_run`) and is read from the study,
 never rerun.
 
@@ -41,11 +41,12 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments import maze_study, provenance
+from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
-from catsim.experiments.maze_pieces import read_piece, run_problem
-from catsim.experiments.maze_presets import StudyPreset, run_label
-from catsim.experiments.maze_summaries import stored_finder, write_summary
+from catsim.experiments.maze import stats, study
+from catsim.experiments.maze.pieces import read_piece, run_problem
+from catsim.experiments.maze.presets import StudyPreset, run_label
+from catsim.experiments.maze.summaries import stored_finder, write_summary
 
 ARMS_FILE = "arms.json"
 ALPHA = 0.05
@@ -203,7 +204,7 @@ def _read(sp: StudyPreset, out: Path, arm: Arm, seed: int, say) -> dict | None:
     """A finished run of the arm (a study run's eval.json for a `study_run` arm), or None."""
     sdir = out / f"s{seed}"
     if arm.study_run:
-        return maze_study._read_run(sp, sdir, arm.method(), arm.group_size, arm.gamma(), seed, say)
+        return study.read_run(sp, sdir, arm.method(), arm.group_size, arm.gamma(), seed, say)
 
     def problem(d: dict) -> str | None:
         if d.get("arm") != arm.name or d.get("settings") != json.loads(json.dumps(arm.settings())):
@@ -218,7 +219,7 @@ def _read(sp: StudyPreset, out: Path, arm: Arm, seed: int, say) -> dict | None:
 def arm_config(sp: StudyPreset, arm: Arm, seed: int, max_new: int):
     """The arm's RLConfig for one seed (the study's batch, learning rate and evaluation)."""
     options = {k: v for k, v in arm.options.items() if k != "gamma"}
-    return maze_study.rl_config(sp, "f-grpo" if arm.gamma() else "grpo", arm.group_size, arm.gamma(), seed,
+    return study.rl_config(sp, "f-grpo" if arm.gamma() else "grpo", arm.group_size, arm.gamma(), seed,
                                 max_new, options=options, updates=arm.updates, steps=arm.steps,
                                 snapshot_every=arm.curve_every)
 
@@ -232,13 +233,13 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | Non
     out = Path(out_dir)
     arms = tuple(arms)
     _check_plan(sp, arms)
-    maze_study.check_study_ready(out, sp, range(max(a.seeds for a in arms)), say)
+    study.check_study_ready(out, sp, range(max(a.seeds for a in arms)), say)
     for a in arms:
         for seed in range(a.seeds):
             if a.study_run and _read(sp, out, a, seed, say) is None:
                 raise CatsimError(f"arm {a.name} is the study run s{seed}/{a.label()}, which is not finished: "
                                   f"run the study first (`catsim llm maze-study --out {out}`)")
-    task = maze_study._task(sp)
+    task = study.study_task(sp)
     todo = [(a, seed) for a in arms if not a.study_run for seed in range(a.seeds)]  # arm by arm, in order
     bases: dict[int, dict] = {}
     base_ids: dict[int, str] = {}
@@ -250,14 +251,14 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | Non
             say(f"stopped after {done_now} arm runs this call; rerun to resume")
             break
         sdir = out / f"s{seed}"
-        maze_study.ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
+        study.ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
         cfg = arm_config(sp, arm, seed, task.max_answer_chars + 1)
         record = {"arm": arm.name, "settings": arm.settings(), "method": arm.method(),
                   "group_size": arm.group_size, "gamma": arm.gamma()}
-        ev = maze_study.train_and_evaluate(sp, task, sdir, arm.label(), cfg, record, base_ids, progress=progress,
+        ev = study.train_and_evaluate(sp, task, sdir, arm.label(), cfg, record, base_ids, progress=progress,
                                            log_to=log_to, say=say)
         done_now += 1
-        say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {maze_study.run_summary(ev)}")
+        say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {study.run_summary(ev)}")
     result = collect_arms(out, sp, summarised_arms(sp, arms), say)
     result["seconds_this_call"] = time.perf_counter() - t0
     result["provenance"] = provenance.collect()
@@ -280,7 +281,7 @@ def summarised_arms(sp: StudyPreset, arms) -> tuple[Arm, ...]:
 def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] | None = None) -> dict:
     """arms.json's content from the run directories: the finished runs, the pending ones, each arm's
     summary (seed mean and spread; the seeds finished so far), the tests and the claims. `tests`: an
-    arms.json's tests, whose subsampled fields are taken, not drawn again (`maze_study.paired`)."""
+    arms.json's tests, whose subsampled fields are taken, not drawn again (`stats.paired`)."""
     bases = {}
     runs, pending = [], []
     for a in arms:
@@ -291,7 +292,7 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] 
                 continue
             runs.append({**ev, "arm": a.name})
             if seed not in bases:
-                bases[seed] = maze_study._read_base(sp, out / f"s{seed}", say)
+                bases[seed] = study.read_base(sp, out / f"s{seed}", say)
     by_arm = {a.name: [r for r in runs if r["arm"] == a.name] for a in arms}
     done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
     summary = [_summary(a, by_arm[a.name], bases) for a in arms if by_arm[a.name]]
@@ -304,7 +305,7 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] 
 
 
 def _summary(arm: Arm, rs: list[dict], bases: dict) -> dict:
-    return {"arm": arm.name, **maze_study.seed_stats(rs, bases),
+    return {"arm": arm.name, **stats.seed_stats(rs, bases),
             "rl_seconds_per_step": float(np.mean([r["rl_seconds"] / max(1, len(r["reward_curve"])) for r in rs]))}
 
 
@@ -312,7 +313,7 @@ def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None, stored=
     """Every finished arm (of `only`, when given) − each finished reference it names, at k = 1 and
     k = m: the study's paired m-out-of-n test over the (seed, maze) units of the seeds both hold.
     `by_arm`: {arm name: its finished runs}; `done`: the arms with every seed finished; `stored`: an
-    arms.json's tests (see `maze_study.paired`)."""
+    arms.json's tests (see `stats.paired`)."""
     counts = {name: {r["seed"]: r["final"]["num_correct"] for r in rs} for name, rs in by_arm.items()}
     tests = []
     for a in (a for a in arms if only is None or a.name in only):
@@ -321,7 +322,7 @@ def arm_tests(sp: StudyPreset, arms, by_arm: dict, done: set, only=None, stored=
                 continue
             for k in (1, sp.test_m):
                 seed = zlib.crc32(f"{a.name}|{ref}|{k}".encode())
-                for t in maze_study.paired(sp, counts[ref], counts[a.name], seed, ALPHA, ks=(k,),
+                for t in stats.paired(sp, counts[ref], counts[a.name], seed, ALPHA, ks=(k,),
                                            stored=stored_finder(stored, arm=a.name, reference=ref)):
                     tests.append({"arm": a.name, "reference": ref, **t})
     return tests

@@ -1,4 +1,4 @@
-"""Presets of the Maze study (`catsim.experiments.maze_study`): the paper's App. K set-up, a CPU
+"""Presets of the Maze study (`catsim.experiments.maze.study`): the paper's App. K set-up, a CPU
 version chosen by measurement, and a seconds-long one for tests.
 
 Batch units follow verl (the paper's stack): `prompts_per_step` is verl's train_batch_size in

@@ -4,7 +4,7 @@ A summary file is rebuilt from every run of its plan on disk, never from only th
 touched, and is written only when what it says changes (`write_summary`): a call that trains nothing
 leaves every summary byte for byte as it was, its time and provenance included (they would name a
 call that computed none of its numbers). `check` refuses a summary that says something else than a
-rebuild from its runs (`catsim.experiments.maze_check`, for `--report`).
+rebuild from its runs (`catsim.experiments.maze.check`, for `--report`).
 
     write_summary(out / "arms.json", result)
     check(out / "arms.json", stored, rebuilt, "catsim llm maze-study ... --max-runs 0")
@@ -46,7 +46,7 @@ def _finite(x) -> bool:
 
 def subsampled_ok(t) -> bool:
     """Whether `t` is a stored test whose `SUBSAMPLED` fields can stand (finite, p in [0, 1]), for
-    `maze_study.paired(stored=...)`."""
+    `stats.paired(stored=...)`."""
     return (isinstance(t, dict) and _finite(t.get("delta_mean")) and _finite(t.get("p_value"))
             and 0 <= t["p_value"] <= 1 and isinstance(t.get("interval"), list) and len(t["interval"]) == 2
             and all(map(_finite, t["interval"])))
@@ -54,7 +54,7 @@ def subsampled_ok(t) -> bool:
 
 def stored_finder(stored, **match):
     """k → the test among `stored` (a summary file's tests, or None: then None) whose fields are
-    `match`, for `maze_study.paired(stored=...)`."""
+    `match`, for `stats.paired(stored=...)`."""
     if stored is None:
         return None
     found = {t.get("k"): t for t in stored if isinstance(t, dict) and all(t.get(f) == v for f, v in match.items())}

@@ -1,6 +1,6 @@
 """The paper's Maze study (§5.2, App. K): does F-GRPO keep pass@k where GRPO loses it?
 
-    results = run_study("runs/maze-study", maze_presets.cpu())
+    results = run_study("runs/maze-study", presets.cpu())
 
 For every seed s: one supervised warm-up (`catsim.llm.sft`, init and batch order seeded by s),
 then from that same warm-up model GRPO and F-GRPO at every γ, at every group size N of the
@@ -21,7 +21,7 @@ state):
     <out>/study.json                 the preset (a different one in the same directory is refused)
     <out>/s<seed>/base/              warm-up model;  <out>/s<seed>/base_eval.json
     <out>/s<seed>/<run>/             RL run (`catsim.llm.rl.run_rl`);  <out>/s<seed>/<run>/eval.json
-    <out>/results.json               everything the report needs (`catsim.experiments.maze_report`)
+    <out>/results.json               everything the report needs (`catsim.experiments.maze.report`)
 """
 
 from __future__ import annotations
@@ -34,9 +34,10 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments import maze_presets, maze_provenance, provenance
+from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
-from catsim.experiments.maze_pieces import (
+from catsim.experiments.maze import presets
+from catsim.experiments.maze.pieces import (
     base_identity,
     eval_problem,
     read_piece,
@@ -44,32 +45,29 @@ from catsim.experiments.maze_pieces import (
     rl_base_id,
     run_problem,
 )
-from catsim.experiments.maze_presets import StudyPreset, run_label, run_names
-from catsim.experiments.maze_summaries import (
-    SUBSAMPLED,
-    stored_finder,
-    subsampled_ok,
-    write_summary,
-)
+from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
+from catsim.experiments.maze.provenance import recompute_note
+from catsim.experiments.maze.stats import change_tests, paired_tests, summarize
+from catsim.experiments.maze.summaries import write_summary
 from catsim.files import write_text
 
 STUDY_FILE = "study.json"
 RESULTS_FILE = "results.json"
 
 
-def _task(sp: StudyPreset):
+def study_task(sp: StudyPreset):
     from catsim.llm.tasks import make_task
 
     return make_task("maze", size=sp.maze_size, algorithm=sp.algorithm, n_heldout=sp.n_heldout)
 
 
-def _read_base(sp: StudyPreset, sdir: Path, say) -> dict | None:
+def read_base(sp: StudyPreset, sdir: Path, say) -> dict | None:
     """A seed's warm-up evaluation, or None when missing or unusable (then recomputed)."""
     return read_piece(sdir / "base_eval.json", lambda d: eval_problem(
         d, n=sp.eval_n, prompts=sp.eval_prompts, ks=sp.ks), say)
 
 
-def _read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, seed: int, say) -> dict | None:
+def read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, seed: int, say) -> dict | None:
     """A finished RL run's eval.json, or None when missing or unusable (then recomputed)."""
     label = run_label(method, n, gamma)
     return read_piece(sdir / label / "eval.json", lambda d: run_problem(
@@ -78,16 +76,16 @@ def _read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, se
         checkpoints=sp.rl_steps // sp.snapshot_every()), say)
 
 
-def _write(path: Path, data: dict) -> dict:
+def write_piece(path: Path, data: dict) -> dict:
     write_text(path, json.dumps(data, indent=1, default=str) + "\n")
     return data
 
 
-def _preset_json(sp: StudyPreset) -> dict:
+def preset_json(sp: StudyPreset) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(sp)))
 
 
-def _diff(have: dict, want: dict) -> str:
+def settings_diff(have: dict, want: dict) -> str:
     keys = sorted(k for k in want if have.get(k) != want[k])
     return ", ".join(keys[:4]) + (f" and {len(keys) - 4} more" if len(keys) > 4 else "")
 
@@ -96,13 +94,13 @@ def _check_study_file(out: Path, sp: StudyPreset, say) -> bool:
     """Refuse (CatsimError) a directory that holds a study with other settings; True when study.json
     is to be written (missing or damaged: then results.json and the warm-ups say what the directory
     holds). Writes nothing."""
-    want = _preset_json(sp)
+    want = preset_json(sp)
     notes: list[str] = []
     have = read_piece(out / STUDY_FILE, lambda d: None if isinstance(d.get("preset"), dict) else "no preset",
                       notes.append)
     if have is not None:
         if have["preset"] != want:
-            raise CatsimError(f"{out} holds a maze study with other settings ({_diff(have['preset'], want)}; see "
+            raise CatsimError(f"{out} holds a maze study with other settings ({settings_diff(have['preset'], want)}; see "
                               f"{out / STUDY_FILE}): rerun with the options it was made with, or use another --out")
         return False
     other = _other_study(out, sp, want)
@@ -121,7 +119,7 @@ def _other_study(out: Path, sp: StudyPreset, want: dict) -> str | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
         recorded = None
     if isinstance(recorded, dict) and recorded != want:
-        return f"{out / RESULTS_FILE} records another study (preset {recorded.get('name')!r}; {_diff(recorded, want)})"
+        return f"{out / RESULTS_FILE} records another study (preset {recorded.get('name')!r}; {settings_diff(recorded, want)})"
     for seed in range(max(s for _, s in sp.plan)):
         base = out / f"s{seed}" / "base"
         try:
@@ -129,8 +127,8 @@ def _other_study(out: Path, sp: StudyPreset, want: dict) -> str | None:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             continue  # none yet, or damaged: the warm-up's own check
         if _warm_up_settings(record, *_sft_config(sp, seed)):
-            known = {"--preset paper": maze_presets.paper(), "--preset cpu": maze_presets.cpu(),
-                     "--preset tiny": maze_presets.tiny(), "--preset tiny --paper-shapes": maze_presets.tiny(True)}
+            known = {"--preset paper": presets.paper(), "--preset cpu": presets.cpu(),
+                     "--preset tiny": presets.tiny(), "--preset tiny --paper-shapes": presets.tiny(True)}
             named = [k for k, p in known.items() if not _warm_up_settings(record, *_sft_config(p, seed))]
             return f"{base} was warmed up with other settings" + (f" (those of {named[0]})" if named else "")
     return None
@@ -216,7 +214,7 @@ def evaluate(sp: StudyPreset, task, model_dir: Path, *, n: int, n_prompts: int, 
 def rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, max_new: int, *,
               options: dict | None = None, updates: int = 0, steps: int = 0, snapshot_every: int = 0):
     """The RLConfig of a study run: GRPO (`method` "grpo") or F-GRPO at γ (`method` "f-grpo") at N
-    with the preset's batch, learning rate and snapshots. An arm (`catsim.experiments.maze_arms`)
+    with the preset's batch, learning rate and snapshots. An arm (`catsim.experiments.maze.arms`)
     adds flat `options` (`RLConfig.from_flat` names: method, gamma schedule, coefficients), its own
     optimizer `updates` per step (mini-batches of whole groups), `steps` and `snapshot_every`."""
     from catsim.llm.rl import RLConfig
@@ -246,13 +244,13 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = T
     """Run (or resume) the study in `out_dir` and write results.json; returns the results, or None
     when `max_runs` RL runs were done this call and more remain (rerun to go on)."""
     out = Path(out_dir)
-    task = _task(sp)
+    task = study_task(sp)
     write_study_file = _check_study_file(out, sp, say)  # every check before the first file is written
     for seed in range(max(s for _, s in sp.plan)):
         if _finished(out / f"s{seed}" / "base"):
             _check_warm_up(sp, out / f"s{seed}" / "base", seed)
     if write_study_file:
-        _write(out / STUDY_FILE, {"preset": _preset_json(sp)})
+        write_piece(out / STUDY_FILE, {"preset": preset_json(sp)})
     t0 = time.perf_counter()
     runs = run_names(sp)
     bases: dict[int, dict] = {}
@@ -261,7 +259,7 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = T
     for i, (method, n, gamma, seed) in enumerate(runs):
         sdir = out / f"s{seed}"
         label = run_label(method, n, gamma)
-        finished = _read_run(sp, sdir, method, n, gamma, seed, say) is not None
+        finished = read_run(sp, sdir, method, n, gamma, seed, say) is not None
         if not finished and max_runs is not None and done_now >= max_runs:  # before the next seed's warm-up
             say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
             return None
@@ -296,7 +294,7 @@ def ensure_base(sp: StudyPreset, task, sdir: Path, seed: int, bases: dict, *, pr
     """Seed `seed`'s warm-up (trained when missing) and its evaluation, kept in `bases`."""
     if seed not in bases:
         base_dir = _warm_up(sp, task, sdir / "base", seed, progress)
-        bases[seed] = _read_base(sp, sdir, say) or _write(sdir / "base_eval.json", evaluate(
+        bases[seed] = read_base(sp, sdir, say) or write_piece(sdir / "base_eval.json", evaluate(
             sp, task, base_dir, n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks, label=f"s{seed} eval base",
             progress=progress, solution_mass=True))
         say(f"seed {seed}: warm-up greedy solve rate {bases[seed]['greedy_solve_rate']:.3f}, "
@@ -313,7 +311,7 @@ def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, recor
     from catsim.llm.rl import read_log, run_rl
 
     seed, rdir = cfg.run.seed, sdir / label
-    note = maze_provenance.recompute_note(sdir.parent, f"{sdir.name}/{label}", provenance.collect())
+    note = recompute_note(sdir.parent, f"{sdir.name}/{label}", provenance.collect())
     if note:
         say(note)
     if seed not in base_ids:
@@ -329,7 +327,7 @@ def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, recor
         curve.append({"step": int(snap.name.split("_")[1]), "pass_at_k": e["pass_at_k"],
                       "greedy_solve_rate": e["greedy_solve_rate"]})
     log = read_log(rdir)
-    return _write(rdir / "eval.json", {**record, "seed": seed, "label": label, "final": final, "curve": curve,
+    return write_piece(rdir / "eval.json", {**record, "seed": seed, "label": label, "final": final, "curve": curve,
                                        "rl_seconds": float(sum(r["step_seconds"] for r in log)),
                                        "reward_curve": [float(r["reward"]) for r in log],
                                        "provenance": provenance.run_pieces(rdir)})
@@ -349,10 +347,10 @@ def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -
     runs = []
     for method, n, gamma, seed in run_names(sp):
         if seed not in bases:
-            bases[seed] = _read_base(sp, out / f"s{seed}", say)
+            bases[seed] = read_base(sp, out / f"s{seed}", say)
             if bases[seed] is None:
                 raise CatsimError(f"seed {seed}'s warm-up has no usable evaluation; rerun the study")
-        ev = _read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)
+        ev = read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)
         if ev is None:
             raise CatsimError(f"run s{seed}/{run_label(method, n, gamma)} has no evaluation yet; rerun the study")
         runs.append(ev)
@@ -360,107 +358,6 @@ def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -
     return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))), "bases": {str(s): b for s, b in bases.items()},
             "runs": runs, "summary": summarize(runs, sp, bases), "tests": paired_tests(runs, sp, stored=stored.get("tests")),
             "changes": change_tests(runs, bases, sp, stored=stored.get("changes"))}
-
-
-def summarize(runs: list[dict], sp: StudyPreset, bases: dict | None = None) -> list[dict]:
-    """Per (method, N, γ): `seed_stats` of its runs."""
-    groups: dict[tuple, list[dict]] = {}
-    for r in runs:
-        groups.setdefault((r["method"], r["group_size"], r["gamma"]), []).append(r)
-    return [{"method": method, "group_size": n, "gamma": gamma, **seed_stats(rs, bases)}
-            for (method, n, gamma), rs in groups.items()]
-
-
-def seed_stats(rs: list[dict], bases: dict | None = None) -> dict:
-    """The seeds of one configuration's runs `rs`: mean and seed spread (sample std, ddof 1; 0 with one
-    seed) of pass@k, the mean greedy solve rate, and (given `bases`, {seed: warm-up evaluation}) the mean
-    per-maze change of π(solution) from each seed's warm-up (`solution_prob_change`), over the seeds
-    whose warm-up is given."""
-    entry = {"seeds": [r["seed"] for r in rs], "pass_at_k": {}, "pass_at_k_std": {}}
-    for k in rs[0]["final"]["pass_at_k"]:
-        vals = np.asarray([r["final"]["pass_at_k"][k] for r in rs])
-        entry["pass_at_k"][k] = float(vals.mean())
-        entry["pass_at_k_std"][k] = float(vals.std(ddof=1)) if vals.size > 1 else 0.0
-    entry["greedy_solve_rate"] = float(np.mean([r["final"]["greedy_solve_rate"] for r in rs]))
-    changes = [solution_prob_change(r, bases[r["seed"]]) for r in rs if bases and bases.get(r["seed"])]
-    if changes:
-        entry["solution_prob_change"] = float(np.mean(changes))
-    return entry
-
-
-def solution_prob_change(run: dict, base: dict) -> float:
-    """Mean over the held-out mazes of π(solution) after the run minus π(solution) of its warm-up."""
-    return float(np.mean(np.asarray(run["final"]["solution_prob"]) - np.asarray(base["solution_prob"])))
-
-
-def _pooled(runs: list[dict], method: str, n: int, gamma: float) -> dict[int, list[int]]:
-    """{seed: per-maze correct counts} of one (method, N, γ)'s runs."""
-    return {r["seed"]: r["final"]["num_correct"] for r in runs
-            if r["method"] == method and r["group_size"] == n and r["gamma"] == gamma}
-
-
-def p_text(t: dict) -> str:
-    """A test's p-value as reported: `p = …`, or its resolution bound (`p < 1/iterations`) when no
-    subsampled Δ fell on the other side of 0."""
-    return f"p < {1 / t['iterations']:.0e}" if t["p_value"] == 0 else f"p = {t['p_value']:.2g}"
-
-
-def paired(sp: StudyPreset, a: dict[int, list[int]], b: dict[int, list[int]], seed: int, alpha: float,
-           ks=None, stored=None) -> list[dict]:
-    """B − A at every k ≤ m (or at `ks`) over the (seed, maze) units of the seeds both hold, with each
-    seed's own full-sample Δ beside the pooled test (the seeds' spread, which the maze-level test does
-    not see). `a`, `b`: {seed: per-maze correct counts of n samples}. `stored` (k → a test a summary
-    file holds, or None): its `SUBSAMPLED` fields are taken, not drawn again (a minute per test on the
-    CPU study) and everything else is computed from the counts — how `--report` checks a file."""
-    from catsim.llm.metrics import paired_subsample_test, pass_at_k
-
-    seeds = sorted(set(a) & set(b))
-    if not seeds:
-        return []
-    ca = np.concatenate([a[s] for s in seeds])
-    cb = np.concatenate([b[s] for s in seeds])
-    out = []
-    for k in (k for k in (sp.ks if ks is None else ks) if k <= sp.test_m):
-        old = stored(k) if stored is not None else None
-        if subsampled_ok(old):
-            res = {"delta": float(pass_at_k(sp.eval_n, cb, k).mean() - pass_at_k(sp.eval_n, ca, k).mean()),
-                   **{f: old[f] for f in SUBSAMPLED}, "n": sp.eval_n, "m": sp.test_m, "k": k,
-                   "iterations": sp.test_iterations}  # paired_subsample_test's fields, in its order
-        else:
-            res = paired_subsample_test(sp.eval_n, ca, cb, k=k, m=sp.test_m, iterations=sp.test_iterations,
-                                        seed=seed + k)
-        per_seed = {str(s): float(pass_at_k(sp.eval_n, np.asarray(b[s]), k).mean()
-                                  - pass_at_k(sp.eval_n, np.asarray(a[s]), k).mean()) for s in seeds}
-        out.append({"seeds": seeds, "units": int(ca.size), "significant": res["p_value"] < alpha, "alpha": alpha,
-                    "delta_per_seed": per_seed, **res})
-    return out
-
-
-def paired_tests(runs: list[dict], sp: StudyPreset, alpha: float = 0.05, stored=None) -> list[dict]:
-    """F-GRPO − GRPO at every N, γ and k ≤ m: the paired m-out-of-n subsampling test over (seed,
-    maze) units (see the module docstring). `stored`: tests of a summary file (see `paired`)."""
-    tests = []
-    for n, _ in sp.plan:
-        plain = _pooled(runs, "grpo", n, 0.0)
-        for gamma in sp.gammas:
-            for t in paired(sp, plain, _pooled(runs, "f-grpo", n, gamma), 1000 * n, alpha,
-                            stored=stored_finder(stored, group_size=n, gamma=gamma)):
-                tests.append({"group_size": n, "gamma": gamma, **t})
-    return tests
-
-
-def change_tests(runs: list[dict], bases: dict[int, dict], sp: StudyPreset, alpha: float = 0.05,
-                 stored=None) -> list[dict]:
-    """Each run − its warm-up at every k ≤ m (did RL lose or gain pass@k?), per (method, N, γ): the
-    same paired test, units (seed, maze), each seed's run against that seed's warm-up."""
-    warm = {s: b["num_correct"] for s, b in bases.items()}
-    tests = []
-    for n, _ in sp.plan:
-        for method, gamma in [("grpo", 0.0)] + [("f-grpo", g) for g in sp.gammas]:
-            for t in paired(sp, warm, _pooled(runs, method, n, gamma), 1000 * n + 500, alpha,
-                            stored=stored_finder(stored, method=method, group_size=n, gamma=gamma)):
-                tests.append({"method": method, "group_size": n, "gamma": gamma, **t})
-    return tests
 
 
 def load_results(out_dir: str | Path) -> dict:

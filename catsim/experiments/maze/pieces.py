@@ -1,4 +1,4 @@
-"""Reading the Maze study's finished pieces back (`catsim.experiments.maze_study`).
+"""Reading the Maze study's finished pieces back (`catsim.experiments.maze.study`).
 
 A piece is a warm-up's evaluation (`s<seed>/base_eval.json`) or an RL run's (`s<seed>/<run>/eval.json`).
 One that cannot be used — missing, empty, truncated, not JSON, or written with other settings (another
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from catsim.errors import CatsimError
-from catsim.experiments.maze_presets import StudyPreset, run_label, run_names
+from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
 
 
 def read_piece(path: Path, problem: Callable[[dict], str | None], say=print) -> dict | None:
@@ -50,7 +50,7 @@ def _prob(x) -> bool:
 
 
 def eval_problem(d: dict, *, n: int, prompts: int, ks, solution_mass: bool = True) -> str | None:
-    """What is wrong with an evaluation (`maze_study.evaluate`'s dict) for these settings, or None."""
+    """What is wrong with an evaluation (`study.evaluate`'s dict) for these settings, or None."""
     want_ks = [str(k) for k in ks if k <= n]
     if d.get("n") != n:
         return f"evaluated with n = {d.get('n')!r} samples per maze, not {n}"
@@ -201,7 +201,7 @@ def _entries_problem(name: str, entries, fields: dict, keys, want: set, optional
 
 
 def results_problem(d) -> str | None:
-    """What keeps a results.json (`maze_study.collect`'s dict) from making a report, or None: its
+    """What keeps a results.json (`study.collect`'s dict) from making a report, or None: its
     preset, each warm-up's and run's evaluation as the study checks its pieces, and the summary and
     tests as entries of the right fields for exactly the preset's runs."""
     if not isinstance(d, dict):

@@ -1,6 +1,6 @@
 """The Maze study inside TRL: does F-GRPO keep pass@64 over GRPO in another trainer?
 
-    trl = run_trl_study("figures/maze-study/cpu", maze_presets.cpu())
+    trl = run_trl_study("figures/maze-study/cpu", presets.cpu())
 
 From the study's committed warm-ups (seed s: `s<s>/base`, written in the transformers format), TRL's
 own `GRPOTrainer` (GRPO) and catsim's plug-in `catsim.integrations.trl.FGRPOTrainer` (F-GRPO γ = 0.5)
@@ -33,11 +33,13 @@ from pathlib import Path
 import numpy as np
 
 from catsim.errors import CatsimError
-from catsim.experiments import maze_provenance, maze_study, provenance
+from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
-from catsim.experiments.maze_pieces import read_piece, run_problem
-from catsim.experiments.maze_presets import StudyPreset, run_label
-from catsim.experiments.maze_summaries import write_summary
+from catsim.experiments.maze import stats, study
+from catsim.experiments.maze.pieces import read_piece, run_problem
+from catsim.experiments.maze.presets import StudyPreset, run_label
+from catsim.experiments.maze.provenance import recompute_note
+from catsim.experiments.maze.summaries import write_summary
 from catsim.files import write_text
 from catsim.progress import progress_bar
 
@@ -212,8 +214,8 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None
         raise CatsimError("TRL is not installed: pip install -e '.[trl]'") from None
     out = Path(out_dir)
     runs = plan(sp)
-    maze_study.check_study_ready(out, sp, [seed for *_, seed in runs], say)
-    task = maze_study._task(sp)
+    study.check_study_ready(out, sp, [seed for *_, seed in runs], say)
+    task = study.study_task(sp)
     max_new = task.max_answer_chars + 1
     done_now, t0 = 0, time.perf_counter()
     for i, (method, n, gamma, seed) in enumerate(runs):
@@ -228,14 +230,14 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None
         rows = _read_log(rdir, sp.rl_steps)
         if rows is None:  # not trained, or interrupted: TRL restarts it
             here = provenance.collect()
-            note = maze_provenance.recompute_note(out, f"s{seed}/{rdir.name}", here)
+            note = recompute_note(out, f"s{seed}/{rdir.name}", here)
             if note:
                 say(note)
             provenance.record_run_piece(rdir, 0, here)
             rows = train(sp, task, sdir / "base", rdir, method, n, gamma, seed, max_new, progress)
-        final = maze_study.evaluate(sp, task, rdir / "model", n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks,
+        final = study.evaluate(sp, task, rdir / "model", n=sp.eval_n, n_prompts=sp.eval_prompts, ks=sp.ks,
                                     label=f"s{seed} eval {rdir.name}", progress=progress, solution_mass=True)
-        ev = maze_study._write(rdir / "eval.json", {
+        ev = study.write_piece(rdir / "eval.json", {
             "trainer": "trl", "method": method, "group_size": n, "gamma": gamma, "seed": seed,
             "label": rdir.name, "final": final, "curve": [], "rl_seconds": float(sum(r["step_seconds"] for r in rows)),
             "reward_curve": [float(r["reward"]) for r in rows], "versions": versions(),
@@ -244,7 +246,7 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None
                          "max_completion_length": max_new, "learning_rate": sp.learning_rate,
                          "warmup_steps": sp.warmup_steps, "max_steps": sp.rl_steps, "seed": seed}})
         done_now += 1
-        say(f"[{i + 1}/{len(runs)}] s{seed} {rdir.name}: {maze_study.run_summary(ev)}")
+        say(f"[{i + 1}/{len(runs)}] s{seed} {rdir.name}: {study.run_summary(ev)}")
     result = collect(out, sp, say)
     result["seconds_this_call"] = time.perf_counter() - t0
     result["provenance"] = provenance.collect()
@@ -254,7 +256,7 @@ def run_trl_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None
 def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -> dict:
     """trl.json's content: the finished TRL runs, the pending ones, the summary, F-GRPO − GRPO inside
     TRL (the study's paired test) and the cross-trainer table (catsim's runs of the same N, seeds).
-    `stored`: a trl.json whose tests' subsampled fields are taken (`maze_study.paired`), to check it."""
+    `stored`: a trl.json whose tests' subsampled fields are taken (`stats.paired`), to check it."""
     runs, pending = [], []
     todo = plan(sp)
     for method, n, gamma, seed in todo:
@@ -264,7 +266,7 @@ def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -
         else:
             runs.append(ev)
     catsim_runs = [r for method, n, gamma, seed in todo
-                   if (r := maze_study._read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
+                   if (r := study.read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
     head = dataclasses.replace(sp, plan=(_headline(sp.plan),), gammas=(0.5,), ks=(1, sp.test_m))
     # the trainers are compared on the seeds both have finished (GRPO and F-GRPO), else catsim's all
     paired = lambda rs: {r["seed"] for r in rs if r["method"] == "grpo"} & {r["seed"] for r in rs if r["method"] != "grpo"}  # noqa: E731
@@ -273,9 +275,9 @@ def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -
             "catsim": [r for r in catsim_runs if r["seed"] in common] if common else catsim_runs}
     known = {"trl": stored["tests"], "catsim": [t for row in stored["cross"] if isinstance(row, dict) and row.get(
         "trainer") == "catsim" for t in (row.get("test"), row.get("test_1")) if t]} if stored else {}
-    tests = {k: maze_study.paired_tests(rs, head, stored=known.get(k)) for k, rs in both.items()}
-    return {"preset": maze_study._preset_json(sp), "runs": runs, "pending": pending,
-            "summary": maze_study.summarize(runs, sp) if runs else [], "tests": tests["trl"],
+    tests = {k: stats.paired_tests(rs, head, stored=known.get(k)) for k, rs in both.items()}
+    return {"preset": study.preset_json(sp), "runs": runs, "pending": pending,
+            "summary": stats.summarize(runs, sp) if runs else [], "tests": tests["trl"],
             "cross_seeds": sorted(common), "cross": cross_table(both["trl"] if common else runs, both["catsim"], tests, sp),
             "differences": [list(d) for d in DIFFERENCES]}
 
@@ -323,8 +325,8 @@ def cross_lines(trl: dict) -> list[str]:
             lines.append(means + "– | – | – | – | not finished |")
             continue
         seeds = ", ".join(f"{100 * v:+.1f}" for _, v in sorted(t["delta_per_seed"].items(), key=lambda kv: int(kv[0])))
-        lines.append(means + f"{100 * one['delta']:+.1f} ({maze_study.p_text(one)}) | {100 * t['delta']:+.1f} | "
-                     f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}] | {maze_study.p_text(t)} | {seeds} |")
+        lines.append(means + f"{100 * one['delta']:+.1f} ({stats.p_text(one)}) | {100 * t['delta']:+.1f} | "
+                     f"[{100 * t['interval'][0]:+.1f}, {100 * t['interval'][1]:+.1f}] | {stats.p_text(t)} | {seeds} |")
     return lines
 
 

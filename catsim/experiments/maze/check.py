@@ -6,7 +6,7 @@ something else (`check_summaries`). It refuses rather than rebuilds: a summary t
 runs was edited, or its runs changed after it was written, and the researcher has to know which
 before anything is published; the line gives the command that rebuilds it (which trains nothing).
 Every number is recomputed from the runs' eval.json files but the paired tests' subsampled fields
-(`maze_study.SUBSAMPLED`: Δ's mean over the draws, its interval, p), which are taken from the file —
+(`summaries.SUBSAMPLED`: Δ's mean over the draws, its interval, p), which are taken from the file —
 drawing them again costs minutes on the CPU study; the rebuild draws them.
 
     check_summaries(out, results, arms, trl)   # CatsimError on a disagreement
@@ -17,9 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from catsim.errors import CatsimError
-from catsim.experiments import maze_arms, maze_presets, maze_study, maze_trl
-from catsim.experiments.maze_presets import StudyPreset
-from catsim.experiments.maze_summaries import check
+from catsim.experiments.maze import arms as maze_arms
+from catsim.experiments.maze import presets, study
+from catsim.experiments.maze import trl as maze_trl
+from catsim.experiments.maze.presets import StudyPreset
+from catsim.experiments.maze.summaries import check
 
 
 def study_command(out: Path, sp: StudyPreset) -> str:
@@ -28,7 +30,7 @@ def study_command(out: Path, sp: StudyPreset) -> str:
     name = sp.name.removesuffix("-paper-shapes")
     cmd = f"catsim llm maze-study --out {out} --preset {name}" + (" --paper-shapes" if name != sp.name else "")
     try:
-        made = maze_presets.tiny(True) if name != sp.name else maze_presets.preset(name)
+        made = presets.tiny(True) if name != sp.name else presets.preset(name)
     except CatsimError:
         return cmd  # a preset made in code: no command names it
     options = {"group_sizes": [n for n, _ in sp.plan], "gammas": list(sp.gammas)}
@@ -57,8 +59,8 @@ def check_summaries(out_dir: str | Path, results: dict, arms: dict | None, trl: 
         except CatsimError as err:
             raise CatsimError(f"{out / name}: its runs cannot be read back to check it ({err})") from None
 
-    check(out / maze_study.RESULTS_FILE, results,
-          rebuilt(maze_study.RESULTS_FILE, lambda: maze_study.collect(out, sp, said.append, stored=results)), cmd)
+    check(out / study.RESULTS_FILE, results,
+          rebuilt(study.RESULTS_FILE, lambda: study.collect(out, sp, said.append, stored=results)), cmd)
     if arms is not None:
         every = rebuilt(maze_arms.ARMS_FILE, lambda: maze_arms.summarised_arms(sp, ()))
         check(out / maze_arms.ARMS_FILE, arms, rebuilt(maze_arms.ARMS_FILE, lambda: maze_arms.collect_arms(
