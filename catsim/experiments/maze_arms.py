@@ -1,0 +1,7 @@
+"""Moved to `catsim.experiments.maze.arms`; this path works for one more release."""
+
+import warnings
+
+from catsim.experiments.maze.arms import *  # noqa: F403
+
+warnings.warn("catsim.experiments.maze_arms moved to catsim.experiments.maze.arms", DeprecationWarning, stacklevel=2)
