@@ -1,4 +1,4 @@
-"""The Maze study's arms (catsim.experiments.maze_arms): each arm's RLConfig is what it names; an arms
+"""The Maze study's arms (catsim.experiments.maze.arms): each arm's RLConfig is what it names; an arms
 study committed with the published .gitignore resumes on a fresh clone, reusing its finished runs and
 the study's; a damaged arm piece is recomputed with one line; the claims' verdict and headline rules
 on hand-made tests; the CLI's refusals; the report's arms section."""

@@ -1,4 +1,4 @@
-"""The Maze study inside TRL (`catsim llm maze-study --trainer trl`, catsim.experiments.maze_trl) on the
+"""The Maze study inside TRL (`catsim llm maze-study --trainer trl`, catsim.experiments.maze.trl) on the
 tiny preset: TRL's GRPOTrainer and the plug-in's FGRPOTrainer train from the study's warm-up, catsim
 evaluates them; a finished run is read back, a trained one missing its evaluation is only evaluated,
 an interrupted one is retrained; the report gets the cross-trainer section."""
@@ -14,8 +14,9 @@ pytest.importorskip("trl")
 
 from catsim.cli.main import main  # noqa: E402
 from catsim.errors import CatsimError  # noqa: E402
-from catsim.experiments import maze_presets, maze_trl  # noqa: E402
-from catsim.experiments import maze_study as study  # noqa: E402
+from catsim.experiments.maze import presets as maze_presets  # noqa: E402
+from catsim.experiments.maze import study  # noqa: E402
+from catsim.experiments.maze import trl as maze_trl  # noqa: E402
 
 QUIET = {"progress": False, "say": lambda *_: None}
 

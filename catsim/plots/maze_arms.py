@@ -1,4 +1,4 @@
-"""Figures of the Maze study's arms (`catsim.experiments.maze_arms`): each takes arms.json's dict and
+"""Figures of the Maze study's arms (`catsim.experiments.maze.arms`): each takes arms.json's dict and
 the study's results.json dict, and writes one PNG atomically."""
 
 from __future__ import annotations

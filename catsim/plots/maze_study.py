@@ -1,5 +1,5 @@
 """Figures of the Maze study report; each takes the study's `results` dict (results.json of
-`catsim.experiments.maze_study`) and writes one PNG atomically."""
+`catsim.experiments.maze.study`) and writes one PNG atomically."""
 
 from __future__ import annotations
 
