@@ -32,7 +32,7 @@ def _modules(package: str):
     ("sim", ("catsim.plots", "catsim.experiments", "catsim.cli", "catsim.llm")),
     ("theory", ("catsim.plots", "catsim.experiments", "catsim.cli", "catsim.sim", "catsim.llm")),
     ("objectives", ("catsim.plots", "catsim.experiments", "catsim.cli", "catsim.sim", "catsim.llm")),
-    ("llm", ("catsim.experiments", "catsim.cli")),  # catsim.llm.sft still draws via catsim.plots.sft
+    ("llm", ("catsim.plots", "catsim.experiments", "catsim.cli")),
     ("plots", RUNNERS + ("catsim.cli",)),
     ("experiments", ("catsim.cli",)),
 ])

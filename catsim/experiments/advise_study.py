@@ -68,7 +68,8 @@ class StudyConfig:
 
 def _warm_up(task, sc: StudyConfig, out: Path, progress: bool) -> Path:
     from catsim.experiments.llm_pipeline import check_warm_up
-    from catsim.llm.sft import ModelSize, SFTConfig, run_sft
+    from catsim.experiments.warm_up import run_warm_up
+    from catsim.llm.sft import ModelSize, SFTConfig
 
     cfg = SFTConfig(steps=sc.sft_steps, batch_size=sc.sft_batch, learning_rate=sc.sft_lr,
                     warmup_steps=min(20, sc.sft_steps // 10), data_seed=sc.data_seed)
@@ -76,7 +77,7 @@ def _warm_up(task, sc: StudyConfig, out: Path, progress: bool) -> Path:
     if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
         check_warm_up(out, task, cfg, size)  # a --quick warm-up is not the full study's
     else:
-        run_sft(task, cfg, size, out, eval_prompts=0, progress=progress)
+        run_warm_up(task, cfg, size, out, eval_prompts=0, progress=progress)
     return out
 
 

@@ -170,7 +170,7 @@ def _rl_config(pc: PipelineConfig, fields: dict, seed: int, max_new: int) -> RLC
 
 def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool, mesh=None) -> Path:
     try:
-        from catsim.llm.sft import ModelSize, SFTConfig, run_sft
+        from catsim.llm.sft import ModelSize, SFTConfig
     except ImportError:
         raise CatsimError("the warm-up needs catsim.llm.sft (catsim llm sft); pass a base model instead "
                           "(--base-model TASK=DIR)") from None
@@ -181,7 +181,9 @@ def _warm_up(task, pc: PipelineConfig, out: Path, progress: bool, mesh=None) -> 
     if (out / "config.json").is_file() and (out / "catsim_task.json").is_file():
         check_warm_up(out, task, cfg, size)
         return out
-    run_sft(task, cfg, size, out, eval_prompts=0, progress=progress, mesh=mesh)
+    from catsim.experiments.warm_up import run_warm_up
+
+    run_warm_up(task, cfg, size, out, eval_prompts=0, progress=progress, mesh=mesh)
     return out
 
 

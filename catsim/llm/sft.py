@@ -12,7 +12,8 @@ Output directory (`run_sft(..., out_dir)`):
     provenance.json       commit, CPU, ISA, XLA flags and threads of each piece of the run
     train_state/<step>/    params + optimizer state + step: orbax checkpoints, the newest 2 kept
     train_log.jsonl       one line per step: step, loss, token accuracy, lr, grad norm, seconds
-    loss.png              the loss curve
+    loss.png              the loss curve, drawn by the caller (`catsim.experiments.warm_up`: the CLI and
+                          the experiments), not here: the runner draws nothing
     eval.json             held-out pass rates (greedy and sampled) at the end
 
 Determinism: the batch of step t is a pure function of (seed, t), and initialisation of `seed`, so
@@ -22,7 +23,7 @@ Sharding and multiple processes (`mesh=`, `catsim.llm.model.sharding`): paramete
 state are FSDP-sharded, each step's batch is split over ("data", "fsdp"). Under `jax.distributed`
 every process builds the same global batches and runs the same steps; metrics come back to every
 process (`to_host`), each process writes its own shards of the training state, and process 0
-alone writes the model, logs, loss curve and eval.json (the others wait for it at a barrier).
+alone writes the model, logs and eval.json (the others wait for it at a barrier).
 """
 
 from __future__ import annotations
@@ -365,10 +366,6 @@ def run_sft(
             provenance.record_run_piece(run.path, start)
         state, last_loss = _train(run, task, tokenizer, model_cfg, cfg, state, start, end, progress, log_to,
                                   mesh)
-        if run.primary:
-            from catsim.plots.sft import plot_loss_curve
-
-            plot_loss_curve(run.log_path, run.path / "loss.png")
         done = int(to_host(state.step))
         evaluation = None
         if done == cfg.steps:

@@ -74,7 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from catsim.llm.sft import ModelSize, SFTConfig, run_sft
+    from catsim.experiments.warm_up import run_warm_up
+    from catsim.llm.sft import ModelSize, SFTConfig
     from catsim.llm.tasks import make_task
 
     for flag, value in (("--hidden", args.hidden), ("--layers", args.layers), ("--heads", args.heads)):
@@ -91,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     size = ModelSize(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
                      intermediate_size=args.intermediate)
     initialize_from_args(args)
-    result = run_sft(task, cfg, size, args.out, stop_after=args.stop_after, overwrite=args.overwrite,
-                     eval_prompts=args.eval_prompts, eval_samples=args.eval_samples,
-                     progress=args.progress is not False, dtype=args.dtype, log_to=args.log_to,
-                     mesh=mesh_from_args(args))
+    result = run_warm_up(task, cfg, size, args.out, stop_after=args.stop_after, overwrite=args.overwrite,
+                         eval_prompts=args.eval_prompts, eval_samples=args.eval_samples,
+                         progress=args.progress is not False, dtype=args.dtype, log_to=args.log_to,
+                         mesh=mesh_from_args(args))
     say = writer_print()
     final_loss = _final_loss(result)
     summary = {"out": result.out_dir, "steps_done": result.steps_done, "finished": result.finished,

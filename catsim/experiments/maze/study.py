@@ -172,10 +172,10 @@ def _warm_up_problem(out: Path, cfg, size) -> str | None:
 def _warm_up(sp: StudyPreset, task, out: Path, seed: int, progress: bool) -> Path:
     """The seed's warm-up model (trained, or resumed, when not finished). A finished one that is
     damaged or has other settings is refused: the seed's evaluations and runs were made from it."""
-    from catsim.llm.sft import run_sft
+    from catsim.experiments.warm_up import run_warm_up
 
     if not _finished(out):
-        run_sft(task, *_sft_config(sp, seed), out, eval_prompts=0, progress=progress)
+        run_warm_up(task, *_sft_config(sp, seed), out, eval_prompts=0, progress=progress)
     _check_warm_up(sp, out, seed)
     return out
 
