@@ -117,7 +117,6 @@ SMALLER: dict[str, str] = {
     "catsim llm advise --model runs/warmup --task paths --samples 64 --group-size 2,4,8,16,32,64":
         "--samples 4 --prompts 4 --group-size 2,4",
     "catsim llm advise --model runs/warmup --rare tail:0.2 --format json > advice.json": "--samples 4 --prompts 4",
-    "catsim llm advise-study --out runs/advise-study --figures figures/advise-study": "--quick",
     "XLA_FLAGS=--xla_force_host_platform_device_count=8 python benchmarks/plan_recipes.py":
         "--models Qwen2.5-0.5B --meshes 1x8 --batch 8 --seq 64",
     "catsim llm plan --model benchmarks/configs/Qwen2.5-0.5B/config.json --batch 1 --seq 8192 --remat "
@@ -176,6 +175,8 @@ SKIPPED: dict[str, str] = {
     "catsim reproduce --skip lemma,mass,verify,sim --write-references --runs /work/runs/v5":
         "a record of how the published run was made (the authors' /work/runs, publishing into figures/)",
     # the trainer
+    "catsim llm advise-study --out runs/advise-study --figures figures/advise-study":
+        "tests/test_llm_advise.py's `study` fixture runs it with --quick (the same run, ~30 s)",
     "catsim llm maze-study --out figures/maze-study/cpu --preset cpu --max-runs 4":
         ("resumes the published CPU study in figures/ (minutes, even with every run done); "
          "tests/test_maze_study_published.py checks its numbers"),

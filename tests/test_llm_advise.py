@@ -1,5 +1,7 @@
 """`catsim llm advise` and its validation study, end to end on a seconds-long paths set-up."""
 
+import contextlib
+import io
 import json
 
 import numpy as np
@@ -11,13 +13,21 @@ from catsim.experiments import advise_study
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
-    out = tmp_path_factory.mktemp("advise") / "study"
-    assert main(["llm", "advise-study", "--out", str(out), "--quick", "--no-progress"]) == 0
-    return out
+    """The quick study run as docs/advise.md's command with its smaller flag (`--quick`), progress
+    lines and all; tests/test_docs.py leaves that command to this fixture (the same run, minutes)."""
+    root = tmp_path_factory.mktemp("advise")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["llm", "advise-study", "--out", str(root / "study"), "--figures", str(root / "figures"),
+                     "--quick"])
+    assert code == 0, err.getvalue()[-3000:]
+    assert "is deprecated; use" not in err.getvalue()  # the page uses today's spellings
+    return root / "study"
 
 
 def test_study_writes_results_and_figure(study):
-    results = json.loads((study / "results.json").read_text())
+    figures = study.parent / "figures"  # --figures: results.json and the figure go there
+    results = json.loads((figures / "results.json").read_text())
     sc = advise_study.StudyConfig.quick()
     assert set(results["runs"]) == {f"N{n}-s{s}" for n in sc.group_sizes for s in sc.seeds}
     n_train = sc.task_options["n_train"]
@@ -25,10 +35,12 @@ def test_study_writes_results_and_figure(study):
         assert len(run["delta_log_tau"]) == n_train and len(run["visits"]) == n_train
         # every step draws prompts_per_step = rollouts / N train prompts
         assert sum(run["visits"]) == sc.rl_steps * max(1, sc.rollouts_per_step // run["group_size"])
-    assert (study / "advise_study.png").stat().st_size > 0
-    # a rerun reuses the finished runs and gives the same numbers
+    assert (figures / "advise_study.png").stat().st_size > 0 and not (study / "results.json").exists()
+    # a rerun reuses the finished runs and gives the same numbers, by default into the study folder
     again = advise_study.run_study(study, sc, progress=False)
     assert again["runs"] == results["runs"]
+    assert json.loads((study / "results.json").read_text())["runs"] == results["runs"]
+    assert (study / "advise_study.png").stat().st_size > 0
 
 
 def test_advise_cli_table_json_and_figure(study, tmp_path, capsys, monkeypatch):
