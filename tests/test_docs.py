@@ -93,7 +93,6 @@ SMALLER: dict[str, str] = {
         'res = simulate(__import__("dataclasses").replace(scenario("paper"), steps=20), '
         "group_sizes=[2, 256], gammas=[0, 1], seeds=1)",
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py": "--cells 8:20",
-    "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --cells fig2": "--cells 8:20",
     # the trainer: a tiny warm-up, two RL steps, a few samples
     "PYTHONPATH=. python -m catsim llm sft --task maze --out runs/maze7": TINY_SFT,
     "catsim llm sft --task maze --out runs/base": TINY_SFT,
@@ -164,6 +163,8 @@ SKIPPED: dict[str, str] = {
     "done; wait": "the end of the 4-GPU loop",
     'reproduce("runs/reproduce", quick=True)': "a reduced Fig. 2 sweep (minutes); "
         "tests/test_sim_sweep.py::test_reproduce_entry_point runs it on a tiny scenario",
+    "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --cells fig2":
+        "with the smaller --cells 8:20 in place of fig2 it is the command above, run again",
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --full-grid --keep /tmp/grid":
         "the full Fig. 2 grid on both sides (hours)",
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --platform cuda": GPU,
