@@ -327,3 +327,15 @@ def test_report_refuses_a_summary_that_disagrees_with_its_runs(armed, tmp_path, 
     assert rc == 2 and f"{out / name}: {where}, but the runs on disk give" in err, err
     assert "--max-runs 0" in err or name == "results.json"
     assert "\n" not in err and "Traceback" not in err and not (tmp_path / "report").exists()
+
+
+def test_docs_table_is_the_arm_table():
+    """docs/llm-maze-study.md's table of arms is `arm_table.markdown_table` of the cpu preset's rows
+    (an arm added to the table and not to the docs fails here), and every row says what it is."""
+    from catsim.experiments.maze.arm_table import cpu_arms, markdown_table
+
+    doc = (GITIGNORE.parents[3] / "docs" / "llm-maze-study.md").read_text()
+    assert markdown_table(maze_presets.cpu(), cpu_arms()) in doc
+    assert all(a.what for a in cpu_arms())
+    # the docs' line makes no run: arms that differ only in it are the same arm
+    assert Arm("x", what="one") == Arm("x", what="two")

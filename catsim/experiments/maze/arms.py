@@ -4,10 +4,10 @@ claims, tested in the Maze regime).
     arms = run_arms("figures/maze-study/cpu", presets.cpu(), arm_set("cpu"))
 
 An arm is a named method configuration — method, γ or γ schedule, entropy / KL coefficient, optimizer
-updates per step, RL steps — at a group size N, trained from the study's committed warm-ups (seed s:
-`s<s>/base`) and evaluated exactly as the study's runs (`study.train_and_evaluate`). An arm that
-*is* a study run (GRPO, F-GRPO γ = 0.5 at N = 8, …) names it (`study_run`) and is read from the study,
-never rerun.
+updates per step, RL steps — at a group size N, one row of `catsim.experiments.maze.arm_table`,
+trained from the study's committed warm-ups (seed s: `s<s>/base`) and evaluated exactly as the
+study's runs (`study.train_and_evaluate`). An arm that *is* a study run (GRPO, F-GRPO γ = 0.5 at
+N = 8, …) names it (`study_run`) and is read from the study, never rerun.
 
 Each arm is tested against its references (`compare`; GRPO and F-GRPO γ = 0.5 at the same N unless
 it says otherwise) at k = 1 and k = m with the study's paired m-out-of-n test over (seed, maze)
@@ -35,7 +35,6 @@ import dataclasses
 import json
 import time
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,137 +43,13 @@ from catsim.errors import CatsimError
 from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze import stats, study
+from catsim.experiments.maze.arm_table import ARM_SETS, CLAIMS, Arm, arm_set  # noqa: F401 (arm_set: as before)
 from catsim.experiments.maze.pieces import read_piece, run_problem
-from catsim.experiments.maze.presets import StudyPreset, run_label
+from catsim.experiments.maze.presets import StudyPreset
 from catsim.experiments.maze.summaries import stored_finder, write_summary
 
 ARMS_FILE = "arms.json"
 ALPHA = 0.05
-
-
-@dataclass(frozen=True)
-class Arm:
-    """A named method configuration of the Maze study."""
-
-    name: str
-    options: dict = field(default_factory=dict)  # RLConfig.from_flat options (method, gamma, schedule, coefs)
-    group_size: int = 8  # N
-    seeds: int = 3  # seeds 0 … seeds − 1 (each from its own warm-up)
-    updates: int = 0  # optimizer updates per step, mini-batches of whole groups (0 = the preset's)
-    steps: int = 0  # RL steps (0 = the preset's)
-    curve_every: int = 0  # steps between the snapshots scored for pass@k against step (0 = the preset's)
-    study_run: tuple = ()  # (method, γ) of the study run this arm is: read, never trained
-    compare: tuple = ("grpo", "f-grpo-g0.5")  # the arms each is tested against
-
-    def settings(self) -> dict:
-        """What makes the arm's runs (their eval.json records it; another is recomputed)."""
-        return {"options": dict(sorted(self.options.items())), "group_size": self.group_size,
-                "updates": self.updates, "steps": self.steps, "curve_every": self.curve_every}
-
-    def label(self) -> str:
-        """The run directory's name under s<seed>/."""
-        return run_label(*self.study_run[:1], self.group_size, *self.study_run[1:]) if self.study_run \
-            else f"arm-{self.name}-N{self.group_size}"
-
-    def method(self) -> str:
-        return self.study_run[0] if self.study_run else self.options.get("method", "grpo")
-
-    def gamma(self) -> float:
-        return float(self.study_run[1]) if self.study_run else float(self.options.get("gamma", 0.0))
-
-
-def cpu_arms() -> tuple[Arm, ...]:
-    """The CPU preset's arms (N = 8, 3 seeds, 2,000 steps unless said), in the order they run."""
-    switch = {"gamma": 0.5, "gamma_schedule": "switch", "gamma_switch_step": 1000}
-    ramp = {"gamma": 1.5, "gamma_schedule": "step_ramp", "gamma_start": 0.5, "gamma_ramp_start": 1000,
-            "gamma_ramp_steps": 2000}  # the article's get_gamma: 0.5, then +1 per 2,000 steps past 1,000, ≤ 1.5
-    return (
-        Arm("grpo", study_run=("grpo", 0.0), compare=("f-grpo-g0.5",)),
-        Arm("f-grpo-g0.5", study_run=("f-grpo", 0.5), compare=("grpo",)),
-        Arm("f-grpo-g1", study_run=("f-grpo", 1.0)),
-        Arm("grpo-N32", study_run=("grpo", 0.0), group_size=32, seeds=1),
-        Arm("grpo-entropy", {"entropy_coef": 0.001}),
-        Arm("grpo-kl", {"kl_coef": 0.001, "kl_estimator": "k3"}),
-        Arm("dapo", {"method": "dapo"}),
-        Arm("f-dapo-g0.5", {"method": "dapo", "gamma": 0.5}, compare=("grpo", "f-grpo-g0.5", "dapo")),
-        Arm("cispo", {"method": "cispo"}),
-        Arm("f-cispo-g0.5", {"method": "cispo", "gamma": 0.5}, compare=("grpo", "f-grpo-g0.5", "cispo")),
-        Arm("switch-1000", switch),
-        Arm("gamma-ramp", ramp),
-        Arm("grpo-4updates", updates=4),
-        Arm("f-grpo-g0.5-4updates", {"gamma": 0.5}, updates=4, compare=("grpo", "f-grpo-g0.5", "grpo-4updates")),
-        # the horizon pair ran 2 seeds, then a third: at 6,000 steps the two seeds disagreed in sign on
-        # F-GRPO − GRPO at k = 1 (−1.8, +3.1), so seed 2 was added before it was run, whatever it shows
-        Arm("grpo-6000", steps=6000, seeds=3, curve_every=500, compare=("grpo",)),
-        Arm("f-grpo-g0.5-6000", {"gamma": 0.5}, steps=6000, seeds=3, curve_every=500,
-            compare=("grpo-6000", "f-grpo-g0.5")),
-    )
-
-
-def tiny_arms() -> tuple[Arm, ...]:
-    """Seconds, for tests: the tiny preset's N = 2, one seed."""
-    return (
-        Arm("grpo", study_run=("grpo", 0.0), group_size=2, seeds=1, compare=("f-grpo-g0.5",)),
-        Arm("f-grpo-g0.5", study_run=("f-grpo", 0.5), group_size=2, seeds=1, compare=("grpo",)),
-        Arm("grpo-kl", {"kl_coef": 0.001}, group_size=2, seeds=1),
-        Arm("f-dapo-g0.5", {"method": "dapo", "gamma": 0.5}, group_size=2, seeds=1, updates=1),
-        Arm("grpo-4", steps=4, curve_every=2, group_size=2, seeds=1, compare=("grpo",)),
-        Arm("f-grpo-g0.5-4", {"gamma": 0.5}, steps=4, curve_every=2, group_size=2, seeds=1,
-            compare=("grpo-4", "f-grpo-g0.5")),
-    )
-
-
-ARM_SETS = {"cpu": cpu_arms, "tiny": tiny_arms}
-
-# The article's practical claims (F-GRPO article §3.2–4.2), each as (arm, reference, k, expected sign
-# of arm − reference) parts; k "m" is the study's test m (64 on the CPU preset).
-CLAIMS = (
-    {"claim": "F-GRPO beats the entropy bonus", "article": "pass@1 / pass@256: F-GRPO 38.6 / 70.3, entropy 37.8 / 69.5",
-     "parts": (("grpo-entropy", "f-grpo-g0.5", 1, "<"), ("grpo-entropy", "f-grpo-g0.5", "m", "<"))},
-    {"claim": "F-GRPO has the better pass@1, the KL penalty the better pass@k",
-     "article": "pass@1 / pass@256: F-GRPO 38.6 / 70.3, KL penalty 37.2 / 72.0",
-     "parts": (("grpo-kl", "f-grpo-g0.5", 1, "<"), ("grpo-kl", "f-grpo-g0.5", "m", ">"))},
-    {"claim": "the focal weight helps DAPO", "article": "pass@256 +3.2 on DAPO",
-     "parts": (("f-dapo-g0.5", "dapo", "m", ">"),)},
-    {"claim": "the focal weight helps CISPO", "article": "pass@256 +3.6 on CISPO",
-     "parts": (("f-cispo-g0.5", "cispo", "m", ">"),)},
-    {"claim": "F-GRPO at N = 8 matches or beats GRPO at N = 32",
-     "article": "a 4× compute saving (here compute-matched: N = 32 has 8 prompts a step, N = 8 has 32; seed 0 only)",
-     "parts": (("grpo-N32", "f-grpo-g0.5", 1, "<="), ("grpo-N32", "f-grpo-g0.5", "m", "<="))},
-    {"claim": "a falling pass@1 means γ is too large", "article": "§4.3: pass@1 falls → lower γ by 0.2–0.5",
-     "parts": (("f-grpo-g1", "f-grpo-g0.5", 1, "<"),)},
-    {"claim": "GRPO first, F-GRPO switched on later keeps the early gains",
-     "article": "§4.2: GRPO early to build the base, F-GRPO later for diversity",
-     "parts": (("switch-1000", "grpo", 1, ">="), ("switch-1000", "grpo", "m", ">"))},
-    {"claim": "the γ ramp (get_gamma) keeps pass@1 and gains pass@k", "article": "§5.2: γ = 0.5, then ramped to 1.5",
-     "parts": (("gamma-ramp", "grpo", 1, ">="), ("gamma-ramp", "grpo", "m", ">"))},
-    {"claim": "with App. K's four updates a step, F-GRPO gains pass@1 and pass@k over GRPO",
-     "article": "App. K: F-GRPO above GRPO at pass@1 and pass@256 at every N",
-     "parts": (("f-grpo-g0.5-4updates", "grpo-4updates", 1, ">"), ("f-grpo-g0.5-4updates", "grpo-4updates", "m", ">"))},
-    # The horizon (added before any horizon run): each longer run against its own seeds' 2,000-step run
-    # and F-GRPO against GRPO at the longer horizon, on the full evaluation.
-    {"claim": "GRPO's pass@k loss grows as training lengthens",
-     "article": "the simulator's horizons study (figures/horizons): the lost tail mass grows with t",
-     "parts": (("grpo-6000", "grpo", "m", "<"),)},
-    {"claim": "with longer training F-GRPO keeps its pass@k gain and its pass@1 cost goes",
-     "article": "App. K (20,000 steps): F-GRPO above GRPO at pass@1 and pass@256",
-     "parts": (("f-grpo-g0.5-6000", "grpo-6000", "m", ">"), ("f-grpo-g0.5-6000", "grpo-6000", 1, ">="))},
-)
-
-
-def arm_set(preset_name: str, names=None) -> tuple[Arm, ...]:
-    """The preset's arms (all, or those named: the study runs they are tested against come along)."""
-    if preset_name not in ARM_SETS:
-        raise CatsimError(f"the {preset_name!r} preset has no arms; arms exist for {', '.join(ARM_SETS)}")
-    arms = ARM_SETS[preset_name]()
-    if names is None:
-        return arms
-    known = {a.name: a for a in arms}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise CatsimError(f"unknown arm {unknown[0]!r}; the {preset_name} preset's arms: {', '.join(known)}")
-    wanted = set(names) | {r for n in names for r in known[n].compare}
-    return tuple(a for a in arms if a.name in wanted or a.study_run)
 
 
 def _check_plan(sp: StudyPreset, arms) -> None:
