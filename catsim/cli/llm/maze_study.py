@@ -3,7 +3,7 @@ and F-GRPO (every γ) at every N from the same warm-up, pass@k for k = 1…256 o
 against RL step), per-maze π(solution) before/after, the paired m-out-of-n test of F-GRPO − GRPO.
 Resumable: rerun the same command to go on (a different preset in the same --out is refused).
 results.json, arms.json and trl.json summarise every run on disk, whichever a call asked about, and
-`--report` refuses a summary that disagrees with its runs (catsim.experiments.maze_check).
+`--report` refuses a summary that disagrees with its runs (catsim.experiments.maze.check).
 
 examples:
   catsim llm maze-study --out runs/maze-study --preset cpu              # the CPU study (split: --max-runs)

@@ -342,7 +342,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     optimiser state are float32 whatever it is (mixed precision). remat: recompute
     block activations in the backward pass (memory for long responses on GPU).
     base_id: what the base model is, for the resume fingerprint (default: its resolved path); a
-    content hash lets a moved or copied run directory resume (`catsim.experiments.maze_pieces`).
+    content hash lets a moved or copied run directory resume (`catsim.experiments.maze.pieces`).
     progress: steps done on stderr with `catsim.progress.RL_FIELDS` (True, False or None = automatic:
     `catsim.progress.progress_bar`).
     """

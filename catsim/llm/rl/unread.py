@@ -10,7 +10,7 @@ Only options *given* are judged (a default is not a claim): `RLConfig` has no no
 the caller passes the flat names it received. One default is judged too (`unread_defaults`): a method's own setting
 that its run would never read while the run is still named after the method (DAPO's overlong
 punishment under a binary rule). The Maze study's arms set their options in code
-(`catsim.experiments.maze_arms`); each of them acts (tests/test_options_never_act.py).
+(`catsim.experiments.maze.arms`); each of them acts (tests/test_options_never_act.py).
 """
 
 from __future__ import annotations
