@@ -285,6 +285,9 @@ class RLConfig:
         if self.components.advantage == "baseline_free" and not self.use("channels"):
             raise CatsimError("asym_advantage 'baseline_free' is a form of the asym-GRPO channels: "
                               "switch on asym_channels (or use method asym-grpo)")
+        if self.rare.unlikeliness_beta > 0 and self.components.advantage == "baseline_free":
+            raise CatsimError("the unlikeliness reward (--unlikeliness-beta) shapes the rewards of the group "
+                              "advantage, which asym_advantage 'baseline_free' replaces: use 'baseline'")
         if opt.micro_batch_size and self.mini_batch % opt.micro_batch_size:
             raise CatsimError(f"micro_batch_size {opt.micro_batch_size} must divide the mini-batch "
                               f"of {self.mini_batch} rollouts")

@@ -7,7 +7,8 @@ uninterrupted one exactly:
    `group_size` completions of each (`catsim.llm.rollout.sample_groups`; per-sample keys
    (step key, prompt index, sample index)) and score them with the task's verifier; DAPO's dynamic
    sampling draws further prompt batches until enough groups are active;
-2. score: group success rates μ̂ (once), advantages (DAPO: of the overlong-shaped rewards) × the
+2. score: group success rates μ̂ (once), advantages (DAPO: of the overlong-shaped rewards; the
+   unlikeliness reward: of the scores it shapes, by a scoring pass of `behaviour`) × the
    focal weight (1 − μ̂)^γ, DAPO's overlong filtering if on; the batch is cut to the longest
    completion rounded up to one of a few widths (`step.completion_widths`); behaviour-policy token
    log-probs only when the policy moves before the last update (more than one update per step) or
@@ -55,6 +56,7 @@ from catsim.errors import CatsimError
 from catsim.llm import rundir, safeguards
 from catsim.llm.model.sharding import barrier, shard_batch, to_host
 from catsim.llm.rl.asym import asymmetric_batch
+from catsim.llm.rl.behaviour import completion_logps
 from catsim.llm.rl.config import RLConfig
 from catsim.llm.rl.programs import UpdatePrograms
 from catsim.llm.rl.step import (
@@ -195,7 +197,8 @@ def collect(tr: Trainer, params, step: int, sampling: SamplingConfig) -> Collect
 
 # options added after runs were published, left out of the fingerprint at their default (off) so
 # that those run directories still resume
-LATER_OPTIONS = {"clip_ratio_c": None, "kl_bias_correction": False, "w_reinforce_lambda": 0.1}
+LATER_OPTIONS = {"clip_ratio_c": None, "kl_bias_correction": False, "w_reinforce_lambda": 0.1,
+                 "unlikeliness_beta": 0.0}
 
 
 def fingerprint_settings(cfg: RLConfig) -> dict:
@@ -391,10 +394,13 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         c = collect(tr, params, step, sampling)
                         gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
                         lengths = c.groups.mask.sum(axis=1).reshape(c.groups.scores.shape)
-                        adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths)
                         tau = cfg.logprob_temperature(step)
                         width = completion_width(c.groups, cfg.rollout.max_new_tokens)
                         groups = trim_completions(c.groups, width)
+                        logp = (completion_logps(tr.fns.logp, tr.put, params, groups, cfg.micro_batch, tau)
+                                if cfg.rare.unlikeliness_beta > 0 else None)  # the unlikeliness reward's ranking
+                        adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths,
+                                                       logp_PxN=logp)
                         batch = filter_overlong(build_batch(groups, adv, c.group_mask), groups, cfg)
                         batch = score(tr, params, ref_params, batch, tau)
                         asym_stats = {}

@@ -85,6 +85,7 @@ class AdvantageSettings:
     positive_weight: float  # catsim's λ on positive advantages (1 = off)
     batch_renorm: bool
     overlong: tuple[int, int, float] | None  # DAPO's punishment (max_new_tokens, ramp, penalty); None = off
+    unlikeliness_beta: float = 0.0  # β of the unlikeliness reward on the scores (0 = off)
 
     @classmethod
     def of(cls, cfg: RLConfig) -> AdvantageSettings:
@@ -92,11 +93,12 @@ class AdvantageSettings:
         overlong = ((cfg.rollout.max_new_tokens, cfg.overlong_buffer_tokens, o.overlong_penalty)
                     if spec.overlong_shaping else None)
         return cls(spec.advantage, cfg.rare.options(eps=o.adv_eps, ddof=1 if o.adv_std == "sample" else 0),
-                   (o.reward_correct, o.reward_wrong), cfg.rare.positive_weight, o.batch_renorm, overlong)
+                   (o.reward_correct, o.reward_wrong), cfg.rare.positive_weight, o.batch_renorm, overlong,
+                   unlikeliness_beta=cfg.rare.unlikeliness_beta)
 
 
 def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=None, success_rate_P=None,
-                       lengths_PxN=None):
+                       lengths_PxN=None, logp_PxN=None):
     """Per-rollout advantages of P groups, from the shared objectives code.
 
     Args:
@@ -109,6 +111,10 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
       lengths_PxN: completion lengths in tokens; with the overlong punishment on (method dapo), the
         rewards get `objectives.rewards.overlong_penalty(length, max_new_tokens, buffer, penalty)`
         added (μ̂, and so the focal weight, stays the verifier's success rate).
+      logp_PxN: each completion's mean response-token log-prob under the behaviour policy
+        (`behaviour.completion_logps`); with the unlikeliness reward on (unlikeliness_beta > 0) the
+        scores of each group become `objectives.rewards.unlikeliness(s, logp, β)` before the rewards,
+        the rule's advantage and the focal weight, as in the simulator (μ̂ stays the verifier's).
 
     Returns:
       (adv_PxN, success_rate_P, g_P) as float32 numpy arrays; adv is 0 for masked groups.
@@ -121,20 +127,27 @@ def compute_advantages(scores_PxN, cfg: RLConfig, gamma: float, group_mask_P=Non
     settings = AdvantageSettings.of(cfg)
     if settings.overlong is not None and lengths_PxN is None:
         raise CatsimError("the overlong punishment needs the completion lengths")
+    if settings.unlikeliness_beta > 0 and logp_PxN is None:
+        raise CatsimError("the unlikeliness reward needs each completion's behaviour log-probs")
     mask = (jnp.ones(scores.shape[0], jnp.float32) if group_mask_P is None
             else jnp.asarray(group_mask_P, jnp.float32))
     mu = (_success_rates(settings.reward_levels, scores) if success_rate_P is None
           else jnp.asarray(success_rate_P, jnp.float32))
     lengths = (None if lengths_PxN is None or settings.overlong is None
                else jnp.asarray(lengths_PxN, jnp.float32))
-    adv, g = _advantages(settings, scores, mask, mu, jnp.float32(gamma), lengths)
+    logp = None if settings.unlikeliness_beta == 0 else jnp.asarray(logp_PxN, jnp.float32).reshape(scores.shape)
+    adv, g = _advantages(settings, scores, mask, mu, jnp.float32(gamma), lengths, logp)
     return np.asarray(adv, np.float32), np.asarray(mu, np.float32), np.asarray(g, np.float32)
 
 
 @functools.partial(jax.jit, static_argnums=0)  # one small program per run instead of many eager ops
-def _advantages(settings: AdvantageSettings, scores, mask, mu, gamma, lengths_PxN):
+def _advantages(settings: AdvantageSettings, scores, mask, mu, gamma, lengths_PxN, logp_PxN=None):
     rc, rw = settings.reward_levels
-    rewards = rw + scores * (rc - rw)
+    shaped = scores  # the unlikeliness reward: correct scores × (1 − β·rank/N), ranked within each group
+    if settings.unlikeliness_beta > 0:
+        shaped = jax.vmap(functools.partial(rewards_lib.unlikeliness, beta=settings.unlikeliness_beta))(
+            scores, logp_PxN)
+    rewards = rw + shaped * (rc - rw)
     if settings.overlong is not None:
         max_new_tokens, ramp, penalty = settings.overlong
         rewards = rewards + rewards_lib.overlong_penalty(

@@ -24,7 +24,7 @@ K_RULES = tuple(name for name in registry.NAMES if registry.get(name).needs_k)
 REWARD_RULES = tuple(name for name in registry.NAMES if not registry.get(name).binary)  # read Rc, Rw
 # what the asym-GRPO baseline-free advantages w⁺·r − w⁻·(1 − r) replace: the rule and its settings
 RULE_OPTIONS = ("advantage", "passk_k", "adv_eps", "adv_std", "w_reinforce_lambda", "positive_weight",
-                "batch_renorm", "reward_correct", "reward_wrong")
+                "batch_renorm", "reward_correct", "reward_wrong", "unlikeliness_beta")
 
 
 def _flag(name: str) -> str:
@@ -64,6 +64,9 @@ def _conditions(cfg: RLConfig) -> dict[str, tuple[bool, str]]:
         "overlong_shaping": (bool(o.overlong_shaping) and rule.binary, overlong[1]),
         "overlong_buffer": overlong, "overlong_penalty": overlong,
         "reward_correct": levels, "reward_wrong": levels,
+        "unlikeliness_beta": (rule.binary, f"is read by the advantages on rewards only (--advantage "
+                                           f"{', '.join(REWARD_RULES)}): --advantage {spec.advantage} reads the "
+                                           "0/1 outcome, not the shaped scores"),
         "adv_eps": (spec.advantage not in EPS_RULES, f"is read by the {', '.join(EPS_RULES)} advantages only"),
         "adv_std": (spec.advantage != "grpo", "is read by the grpo advantage only (the method's, or --advantage grpo)"),
         "passk_k": (spec.advantage not in K_RULES, f"is read by --advantage {', '.join(K_RULES)} only"),
