@@ -8,6 +8,8 @@ results.json, arms.json and trl.json summarise every run on disk, whichever a ca
 examples:
   catsim llm maze-study --out runs/maze-study --preset cpu              # the CPU study (split: --max-runs)
   catsim llm maze-study --out runs/maze-paper --preset paper            # App. K as written (a GPU)
+  catsim llm maze-study --out runs/maze-study --preset cpu --jobs 2     # two runs at a time, one thread each
+  catsim llm maze-study --out runs/maze-study --preset cpu --part 0/4   # a job array's part 0 of 4 (docs/cluster.md)
   catsim llm maze-study --out runs/maze-study --arms all --max-runs 4   # the arms (after the study)
   catsim llm maze-study --out runs/maze-study --trainer trl --max-runs 2  # GRPO / F-GRPO inside TRL
   catsim llm maze-study --out runs/maze-study --report figures/maze-study   # report + figures only
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 
+from catsim.cli.args import positive_int
 from catsim.cli.vocabulary import (
     add_format_argument,
     add_progress_argument,
@@ -50,6 +53,23 @@ def register(subparsers) -> None:
     parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all); with --arms or "
                              "--trainer trl, 0 trains nothing and rebuilds arms.json / trl.json from every finished run "
                              "(a summary that says the same is left as it is)")
+    parser.add_argument("--jobs", type=positive_int, default=1, metavar="J",
+                        help="J pending runs at once (the study's, or with --arms the arms'), each in a process of "
+                             "its own at --threads-per-job XLA threads, pinned to its own cores when they fit; each "
+                             "run is committed when it ends, a killed call loses no finished run and a rerun resumes. "
+                             "Default 1: one run at a time in this process at XLA's default threads, as the "
+                             "published runs were made. Measured on 2 cores (the CPU study's runs): 2 one-thread "
+                             "jobs made 1.25x the runs per hour of one default-thread run, but a run at another "
+                             "thread count differs from it in its last bits, so the default keeps a study's runs "
+                             "as they were made (benchmarks/maze_jobs.py measures a machine)")
+    parser.add_argument("--threads-per-job", type=positive_int, metavar="T",
+                        help="XLA threads of each job (default: 1 with --jobs > 1; with --jobs 1 it runs one run "
+                             "at a time, each in a process of its own at T threads)")
+    parser.add_argument("--part", metavar="I/P",
+                        help="run only part I of P of the pending runs (job arrays across hosts sharing --out; the "
+                             "split of `catsim sweep --part`, so every part must get the same options) and write no "
+                             "summary; when every part is done, the same command without --part writes results.json "
+                             "(arms.json) (default: every run)")
     parser.add_argument("--report", metavar="DIR",
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
                              "run nothing; refused when a summary file disagrees with the runs in OUT (default: off)")
@@ -83,7 +103,7 @@ def run(args) -> int:
     from catsim.cli.main import check_output_path
 
     other = "--report" if args.report else "--arms" if args.arms is not None else \
-        "--trainer trl" if args.trainer == "trl" else None
+        "--trainer trl" if args.trainer == "trl" else "--part" if args.part is not None else None
     if args.format != "table" and other:
         raise CatsimError(f"--format {args.format} reads the study's table, which {other} does not print")
     if args.report:
@@ -107,14 +127,24 @@ def run(args) -> int:
     if args.trainer == "trl" and args.log_to:
         raise CatsimError("--log-to goes with catsim's RL runs: TRL's runs send nothing to it (their log is "
                           "trl_log.jsonl)")
+    parallel = _parallel_options(args)
+    if parallel and args.trainer == "trl":
+        raise CatsimError("--jobs, --threads-per-job and --part go with catsim's runs: TRL's run one at a time")
     if args.arms is not None:
-        return _run_arms(args, sp)
+        return _run_arms(args, sp, parallel)
     if args.trainer == "trl":
         return _run_trl(args, sp)
-    from catsim.experiments.maze.study import run_study
+    if parallel:
+        from catsim.experiments.maze.parallel import run_parallel
 
-    results = run_study(args.out, sp, progress=args.progress,
-                        log_to=args.log_to, max_runs=args.max_runs)
+        results = run_parallel(args.out, sp, progress=args.progress, log_to=args.log_to, max_runs=args.max_runs,
+                               **parallel)
+        _say_part(args)
+    else:
+        from catsim.experiments.maze.study import run_study
+
+        results = run_study(args.out, sp, progress=args.progress,
+                            log_to=args.log_to, max_runs=args.max_runs)
     if results is not None:
         from catsim.experiments.maze.report import table_lines
 
@@ -130,6 +160,23 @@ def run(args) -> int:
     return 0
 
 
+def _parallel_options(args) -> dict | None:
+    """run_parallel's jobs, threads and part from --jobs, --threads-per-job and --part; None when none
+    is given (the serial study)."""
+    if args.jobs == 1 and args.threads_per_job is None and args.part is None:
+        return None
+    from catsim.sim.sweep_parts import parse_part
+
+    return {"jobs": args.jobs, "threads": args.threads_per_job,
+            "part": parse_part(args.part) if args.part is not None else None}
+
+
+def _say_part(args) -> None:
+    if args.part is not None:
+        print(f"part {args.part} done; when every part is done, the same command without --part writes the summary "
+              f"({args.out}/{'arms.json' if args.arms is not None else 'results.json'})")
+
+
 def _check_report_args(args, results: dict) -> None:
     """`--report` runs nothing and reports the study in --out as it is: an option that would run
     something is refused (it would not act), and study settings other than the study's."""
@@ -139,7 +186,9 @@ def _check_report_args(args, results: dict) -> None:
     from catsim.experiments.maze.study import settings_diff
 
     runs = [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
-                                     ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)))
+                                     ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)),
+                                     ("--jobs", args.jobs != 1), ("--threads-per-job", args.threads_per_job is not None),
+                                     ("--part", args.part is not None))
             if given]
     if runs:
         raise CatsimError(f"--report runs nothing: {runs[0]} does not go with it (run without --report first)")
@@ -151,15 +200,23 @@ def _check_report_args(args, results: dict) -> None:
                               "study in --out; leave the settings out")
 
 
-def _run_arms(args, sp) -> int:
+def _run_arms(args, sp, parallel: dict | None) -> int:
     from catsim.experiments.maze.arms import arm_set, run_arms
+    from catsim.experiments.maze.parallel import run_parallel
 
     names = [n.strip() for n in args.arms.split(",") if n.strip()]
     if not names:
         raise CatsimError("--arms: give 'all' or arm names")
     arms = arm_set(sp.name.removesuffix("-paper-shapes"), None if names == ["all"] else names)
-    result = run_arms(args.out, sp, arms, progress=args.progress,
-                      log_to=args.log_to, max_runs=args.max_runs)
+    if parallel:
+        result = run_parallel(args.out, sp, arms=arms, progress=args.progress, log_to=args.log_to,
+                              max_runs=args.max_runs, **parallel)
+        _say_part(args)
+        if result is None:
+            return 0
+    else:
+        result = run_arms(args.out, sp, arms, progress=args.progress,
+                          log_to=args.log_to, max_runs=args.max_runs)
     for c in result["claims"]:
         print(f"{c['verdict']:>13}: {c['claim']}")
     print(f"{len(result['runs'])} arm runs finished, {len(result['pending'])} pending; arms: {args.out}/arms.json")

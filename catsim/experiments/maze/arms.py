@@ -44,7 +44,7 @@ from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze import stats, study
 from catsim.experiments.maze.arm_table import ARM_SETS, CLAIMS, Arm, arm_set  # noqa: F401 (arm_set: as before)
-from catsim.experiments.maze.pieces import read_piece, run_problem
+from catsim.experiments.maze.pieces import read_base, read_piece, read_run, run_problem
 from catsim.experiments.maze.presets import StudyPreset
 from catsim.experiments.maze.summaries import stored_finder, write_summary
 
@@ -75,11 +75,11 @@ def _checkpoints(sp: StudyPreset, arm: Arm) -> int:
     return _steps(sp, arm) // (arm.curve_every or sp.snapshot_every())
 
 
-def _read(sp: StudyPreset, out: Path, arm: Arm, seed: int, say) -> dict | None:
+def read_arm_run(sp: StudyPreset, out: Path, arm: Arm, seed: int, say) -> dict | None:
     """A finished run of the arm (a study run's eval.json for a `study_run` arm), or None."""
     sdir = out / f"s{seed}"
     if arm.study_run:
-        return study.read_run(sp, sdir, arm.method(), arm.group_size, arm.gamma(), seed, say)
+        return read_run(sp, sdir, arm.method(), arm.group_size, arm.gamma(), seed, say)
 
     def problem(d: dict) -> str | None:
         if d.get("arm") != arm.name or d.get("settings") != json.loads(json.dumps(arm.settings())):
@@ -99,28 +99,36 @@ def arm_config(sp: StudyPreset, arm: Arm, seed: int, max_new: int):
                                 snapshot_every=arm.curve_every)
 
 
-def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | None = True, log_to: tuple = (),
-             max_runs: int | None = None, say=print) -> dict:
-    """Train and evaluate every arm's missing runs (at most `max_runs` this call), seed by seed in
-    the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on)
-    from every arm of the preset (`summarised_arms`), not only those asked for. The study's warm-ups
-    must be there, and the study runs the arms name must be finished."""
-    out = Path(out_dir)
-    arms = tuple(arms)
+def check_arms_ready(out: Path, sp: StudyPreset, arms, say=print) -> None:
+    """Refuse (CatsimError, one line) arms that do not fit the study, or a study folder the arms cannot
+    build on: no study, another study, a warm-up missing, or a study run an arm names not finished."""
     _check_plan(sp, arms)
     study.check_study_ready(out, sp, range(max(a.seeds for a in arms)), say)
     for a in arms:
         for seed in range(a.seeds):
-            if a.study_run and _read(sp, out, a, seed, say) is None:
+            if a.study_run and read_arm_run(sp, out, a, seed, say) is None:
                 raise CatsimError(f"arm {a.name} is the study run s{seed}/{a.label()}, which is not finished: "
                                   f"run the study first (`catsim llm maze-study --out {out}`)")
+
+
+def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | None = True, log_to: tuple = (),
+             max_runs: int | None = None, say=print, only=None) -> dict | None:
+    """Train and evaluate every arm's missing runs (at most `max_runs` this call), seed by seed in
+    the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on)
+    from every arm of the preset (`summarised_arms`), not only those asked for. The study's warm-ups
+    must be there, and the study runs the arms name must be finished. `only`: run only these runs
+    (names `s<seed>/<arm label>`; the jobs and parts of `catsim.experiments.maze.parallel`), write no
+    arms.json and return None."""
+    out = Path(out_dir)
+    arms = tuple(arms)
+    check_arms_ready(out, sp, arms, say)
     task = study.study_task(sp)
     todo = [(a, seed) for a in arms if not a.study_run for seed in range(a.seeds)]  # arm by arm, in order
     bases: dict[int, dict] = {}
     base_ids: dict[int, str] = {}
     done_now, t0 = 0, time.perf_counter()
     for i, (arm, seed) in enumerate(todo):
-        if _read(sp, out, arm, seed, say) is not None:
+        if (only is not None and f"s{seed}/{arm.label()}" not in only) or read_arm_run(sp, out, arm, seed, say):
             continue
         if max_runs is not None and done_now >= max_runs:
             say(f"stopped after {done_now} arm runs this call; rerun to resume")
@@ -134,6 +142,8 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | Non
                                            log_to=log_to, say=say)
         done_now += 1
         say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {study.run_summary(ev)}")
+    if only is not None:
+        return None
     result = collect_arms(out, sp, summarised_arms(sp, arms), say)
     result["seconds_this_call"] = time.perf_counter() - t0
     result["provenance"] = provenance.collect()
@@ -161,13 +171,13 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] 
     runs, pending = [], []
     for a in arms:
         for seed in range(a.seeds):
-            ev = _read(sp, out, a, seed, say)
+            ev = read_arm_run(sp, out, a, seed, say)
             if ev is None:
                 pending.append(f"s{seed}/{a.label()}")
                 continue
             runs.append({**ev, "arm": a.name})
             if seed not in bases:
-                bases[seed] = study.read_base(sp, out / f"s{seed}", say)
+                bases[seed] = read_base(sp, out / f"s{seed}", say)
     by_arm = {a.name: [r for r in runs if r["arm"] == a.name] for a in arms}
     done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
     summary = [_summary(a, by_arm[a.name], bases) for a in arms if by_arm[a.name]]

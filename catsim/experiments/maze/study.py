@@ -39,11 +39,11 @@ from catsim.experiments.agreement import read_json
 from catsim.experiments.maze import presets
 from catsim.experiments.maze.pieces import (
     base_identity,
-    eval_problem,
+    read_base,
     read_piece,
+    read_run,
     results_problem,
     rl_base_id,
-    run_problem,
 )
 from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
 from catsim.experiments.maze.provenance import recompute_note
@@ -59,21 +59,6 @@ def study_task(sp: StudyPreset):
     from catsim.llm.tasks import make_task
 
     return make_task("maze", size=sp.maze_size, algorithm=sp.algorithm, n_heldout=sp.n_heldout)
-
-
-def read_base(sp: StudyPreset, sdir: Path, say) -> dict | None:
-    """A seed's warm-up evaluation, or None when missing or unusable (then recomputed)."""
-    return read_piece(sdir / "base_eval.json", lambda d: eval_problem(
-        d, n=sp.eval_n, prompts=sp.eval_prompts, ks=sp.ks), say)
-
-
-def read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, seed: int, say) -> dict | None:
-    """A finished RL run's eval.json, or None when missing or unusable (then recomputed)."""
-    label = run_label(method, n, gamma)
-    return read_piece(sdir / label / "eval.json", lambda d: run_problem(
-        d, method=method, group_size=n, gamma=gamma, seed=seed, label=label, steps=sp.rl_steps, n=sp.eval_n,
-        prompts=sp.eval_prompts, ks=sp.ks, curve_n=sp.curve_n,
-        checkpoints=sp.rl_steps // sp.snapshot_every()), say)
 
 
 def write_piece(path: Path, data: dict) -> dict:
@@ -239,18 +224,26 @@ def rl_config(sp: StudyPreset, method: str, n: int, gamma: float, seed: int, max
                               save_every=max(1, min(50, steps // sp.checkpoints)))
 
 
-def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = True, log_to: tuple = (),
-              max_runs: int | None = None, say=print) -> dict | None:
-    """Run (or resume) the study in `out_dir` and write results.json; returns the results, or None
-    when `max_runs` RL runs were done this call and more remain (rerun to go on)."""
-    out = Path(out_dir)
-    task = study_task(sp)
-    write_study_file = _check_study_file(out, sp, say)  # every check before the first file is written
+def prepare_study(out: Path, sp: StudyPreset, say=print) -> None:
+    """Every check of the study folder `out` before the first file is written (its study.json, its
+    finished warm-ups: CatsimError, one line), then its study.json when that is missing or damaged."""
+    write_study_file = _check_study_file(out, sp, say)
     for seed in range(max(s for _, s in sp.plan)):
         if _finished(out / f"s{seed}" / "base"):
             _check_warm_up(sp, out / f"s{seed}" / "base", seed)
     if write_study_file:
         write_piece(out / STUDY_FILE, {"preset": preset_json(sp)})
+
+
+def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = True, log_to: tuple = (),
+              max_runs: int | None = None, say=print, only=None) -> dict | None:
+    """Run (or resume) the study in `out_dir` and write results.json; returns the results, or None
+    when `max_runs` RL runs were done this call and more remain (rerun to go on). `only`: run only
+    these runs (names `s<seed>/<label>`; the jobs and parts of `catsim.experiments.maze.parallel`),
+    write no results.json and return None."""
+    out = Path(out_dir)
+    task = study_task(sp)
+    prepare_study(out, sp, say)
     t0 = time.perf_counter()
     runs = run_names(sp)
     bases: dict[int, dict] = {}
@@ -259,6 +252,8 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = T
     for i, (method, n, gamma, seed) in enumerate(runs):
         sdir = out / f"s{seed}"
         label = run_label(method, n, gamma)
+        if only is not None and f"s{seed}/{label}" not in only:
+            continue
         finished = read_run(sp, sdir, method, n, gamma, seed, say) is not None
         if not finished and max_runs is not None and done_now >= max_runs:  # before the next seed's warm-up
             say(f"stopped after {done_now} runs this call ({i} of {len(runs)} done); rerun to resume")
@@ -272,6 +267,8 @@ def run_study(out_dir: str | Path, sp: StudyPreset, *, progress: bool | None = T
                                 say=say)
         done_now += 1
         say(f"[{i + 1}/{len(runs)}] s{seed} {label}: {run_summary(ev)}")
+    if only is not None:
+        return None
     results = collect(out, sp, say)
     results["seconds_this_call"] = time.perf_counter() - t0
     results["provenance"] = provenance.collect()
