@@ -154,6 +154,12 @@ SKIPPED: dict[str, str] = {
         "a fragment of the user's own verl command (`...`), on GPUs",
     "import catsim.integrations.tunix as catsim_tunix": "needs the tunix extra (its own venv) and elides "
                                                          "GRPOConfig's other arguments (`...`)",
+    # docs/cluster.md
+    "catsim llm maze-study --out runs/maze-study --preset cpu --jobs 2":
+        "the CPU study (hours); tests/test_maze_parallel.py runs --jobs 2 on the tiny preset",
+    "PYTHONPATH=. python benchmarks/maze_jobs.py --out runs/maze-jobs.json --jobs 2,4,8,16":
+        "a benchmark of 300-step runs (minutes per layout), for an otherwise idle machine",
+    "sbatch …": "needs a SLURM cluster (the page's local two-part array runs instead)",
     # the simulator
     'catsim sweep --scenario paper --seeds 16 --out /shared/runs/fig2-16seeds --part '
     '"${SLURM_ARRAY_TASK_ID}/${SLURM_ARRAY_TASK_COUNT}" --no-progress': "a SLURM job-array script",
