@@ -99,6 +99,31 @@ def test_the_loop_ranks_by_the_behaviour_policys_own_mean_response_log_probs(tmp
     assert np.any(groups.scores.max(1) > 0)  # some group has a correct completion to shape
 
 
+def test_a_run_that_needs_old_logp_scores_the_behaviour_policy_once(tmp_path, monkeypatch):
+    """With several updates per step the batch needs old_logp too: it gets the ranking pass's array,
+    equal to what `loop.score` computes itself, instead of a second pass."""
+    from llm_rl_helpers import ToyTask, make_base_model
+
+    from catsim.llm import rl
+    from catsim.llm.rl import loop
+
+    make_base_model(tmp_path / "base", init_std=0.3)
+    original, seen = loop.score, []
+
+    def check_score(tr, params, ref_params, batch, temperature=1.0):
+        seen.append("old_logp" in batch)
+        own = original(tr, params, ref_params, {k: v for k, v in batch.items() if k != "old_logp"}, temperature)
+        np.testing.assert_array_equal(batch["old_logp"], own["old_logp"])
+        return original(tr, params, ref_params, batch, temperature)
+
+    monkeypatch.setattr(loop, "score", check_score)
+    cfg = RLConfig.from_flat(steps=1, prompts_per_step=4, group_size=4, mini_batch_size=8, max_new_tokens=3,
+                             score_truncated=True, unlikeliness_beta=0.25)
+    assert loop.needs_old_logp(cfg)
+    rl.run_rl(tmp_path / "base", tmp_path / "run", cfg, task=ToyTask(), progress=False)
+    assert seen == [True]
+
+
 RUN = ["--group-size", "4", "--prompts-per-step", "2", "--max-new-tokens", "8", "--steps", "2", "--no-progress"]
 
 

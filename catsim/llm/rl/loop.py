@@ -56,7 +56,7 @@ from catsim.errors import CatsimError
 from catsim.llm import rundir, safeguards
 from catsim.llm.model.sharding import barrier, shard_batch, to_host
 from catsim.llm.rl.asym import asymmetric_batch
-from catsim.llm.rl.behaviour import completion_logps
+from catsim.llm.rl.behaviour import completion_logps, token_logps
 from catsim.llm.rl.config import RLConfig
 from catsim.llm.rl.programs import UpdatePrograms
 from catsim.llm.rl.step import (
@@ -243,9 +243,9 @@ def shares_prompts(tr: Trainer) -> bool:
 
 def score(tr: Trainer, params, ref_params, batch: dict, temperature: float = 1.0) -> dict:
     """Behaviour-policy (if `needs_old_logp`) and reference (if `ref_params`) token log-probs of the
-    batch at log-prob temperature τ, one micro-batch at a time."""
+    batch at log-prob temperature τ, one micro-batch at a time (old_logp kept if the batch has it)."""
     old, ref = [], []
-    want_old, tau = needs_old_logp(tr.cfg), np.float32(temperature)
+    want_old, tau = needs_old_logp(tr.cfg) and "old_logp" not in batch, np.float32(temperature)
     if not want_old and ref_params is None:
         return batch
     for s0 in range(0, batch["tokens"].shape[0], tr.cfg.micro_batch):
@@ -397,11 +397,13 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                         tau = cfg.logprob_temperature(step)
                         width = completion_width(c.groups, cfg.rollout.max_new_tokens)
                         groups = trim_completions(c.groups, width)
-                        logp = (completion_logps(tr.fns.logp, tr.put, params, groups, cfg.micro_batch, tau)
-                                if cfg.rare.unlikeliness_beta > 0 else None)  # the unlikeliness reward's ranking
+                        old = (token_logps(tr.fns.logp, tr.put, params, groups, cfg.micro_batch, tau)
+                               if cfg.rare.unlikeliness_beta > 0 else None)  # what the unlikeliness reward ranks by
                         adv, _, g = compute_advantages(c.groups.scores, cfg, gamma, c.group_mask, c.success, lengths,
-                                                       logp_PxN=logp)
+                                                       logp_PxN=None if old is None else completion_logps(old, groups))
                         batch = filter_overlong(build_batch(groups, adv, c.group_mask), groups, cfg)
+                        if old is not None and needs_old_logp(cfg):  # scored above: not twice
+                            batch["old_logp"] = old
                         batch = score(tr, params, ref_params, batch, tau)
                         asym_stats = {}
                         if cfg.any_asym:
