@@ -58,6 +58,29 @@ def test_edge_groups_and_the_focal_weight_compose_as_in_the_simulator():
     assert g[0] == 0.0  # the focal weight silences the all-correct group
 
 
+@pytest.mark.parametrize("rule", ["grpo", "mean_centred"])
+def test_the_trainer_gives_the_simulators_advantages(rule):
+    """One group of N = 8 draws (two of one action: a tie, ranked by position in both) through the
+    simulator's lean step and the trainer's advantages, at the same reward levels, ε and std."""
+    from catsim.sim.config import UpdateConfig
+    from catsim.sim.lean import unlikeliness_draw_advantages
+
+    p_V = jnp.asarray([0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02])
+    actions = jnp.asarray([0, 3, 3, 1, 6, 2, 7, 5])
+    correct_V = jnp.asarray([True, False, True, True, False, False, True, False])
+    update = UpdateConfig(advantage=rule, unlikeliness_beta=0.25, adv_eps=1e-6, reward_correct=1.0, reward_wrong=-1.0)
+    weights = jnp.ones(8)
+    sim = unlikeliness_draw_advantages(update, correct_V[actions], p_V, actions, weights, jnp.sum(weights))
+    cfg = RLConfig.from_flat(group_size=8, prompts_per_step=1, unlikeliness_beta=0.25, adv_eps=1e-6,
+                             adv_std="population", reward_correct=1.0, reward_wrong=-1.0,
+                             **({} if rule == "grpo" else {"advantage": rule}))
+    scores = np.asarray(correct_V[actions], np.float32)[None]
+    got, _, _ = compute_advantages(scores, cfg, 0.0, logp_PxN=np.log(np.asarray(p_V)[np.asarray(actions)])[None])
+    np.testing.assert_allclose(got[0], np.asarray(sim), rtol=1e-5, atol=1e-6)
+    plain, _, _ = compute_advantages(scores, cfg.replace(unlikeliness_beta=0.0), 0.0)
+    assert not np.allclose(plain, got, atol=1e-3)  # the shaping moved them: the comparison is not vacuous
+
+
 def test_the_advantages_need_the_log_probs():
     with pytest.raises(CatsimError, match="log-probs"):
         compute_advantages(SCORES, _cfg(), 0.0)
