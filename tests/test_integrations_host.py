@@ -24,11 +24,13 @@ R_B = np.array([1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1], np.float32)
 def _by_group(name, gamma, options):
     est = host.resolve(name, gamma, options)
     rule, want = registry.get(est.rule), np.zeros(len(R_B), np.float32)
+    # B of a batch-level rule (A-GRAE): the mean over the batch's groups of each group's mean
+    batch_mean = np.mean([R_B[[u == uid for u in UID_B]].mean() for uid in dict.fromkeys(UID_B)])
     for uid in dict.fromkeys(UID_B):
         pos = [i for i, u in enumerate(UID_B) if u == uid]
         r = jnp.asarray(R_B[pos])
         g = focal.focal_weight(advantages.success_rate(r), est.gamma)
-        want[pos] = np.asarray(g * rule.advantages(r, options))
+        want[pos] = np.asarray(g * rule.advantages(r, options, batch_mean))
     return est, want
 
 
@@ -150,7 +152,11 @@ def test_a_nan_reward_zeroes_its_group_under_every_rule_and_gamma(name, gamma):
     got, mu, g = host.group_advantages(r, UID_B, est)
     np.testing.assert_array_equal(got[b], 0.0)
     assert np.all(np.isnan(mu[b])) and np.all(np.isnan(g[b])) and np.all(np.isfinite(got))
-    np.testing.assert_array_equal(got[~b], host.group_advantages(R_B, UID_B, est)[0][~b])
+    if registry.get(est.rule).reads_batch_mean:  # the others as in a batch without the unscorable group
+        keep = [i for i, u in enumerate(UID_B) if u != "b"]
+        np.testing.assert_array_equal(got[~b], host.group_advantages(R_B[keep], [UID_B[i] for i in keep], est)[0])
+    else:
+        np.testing.assert_array_equal(got[~b], host.group_advantages(R_B, UID_B, est)[0][~b])
 
 
 @pytest.mark.parametrize("name", ["fgrpo", "maxrl", "mean_centred", "nsr"])

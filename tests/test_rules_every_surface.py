@@ -108,9 +108,10 @@ def test_host_function_is_the_rule_times_the_focal_weight(name):
     est = host.resolve(name, gamma=0.5, options=registry.Options(k=K))
     adv, mu, g = host.group_advantages(SCORES, UIDS, est)
     rule = registry.get(est.rule)
+    batch_mean = np.mean([SCORES[UIDS == group].mean() for group in range(4)])  # B of a batch-level rule
     for group in range(4):
         rows = UIDS == group
-        want = np.asarray(rule.advantages(jnp.asarray(SCORES[rows]), est.options))
+        want = np.asarray(rule.advantages(jnp.asarray(SCORES[rows]), est.options, batch_mean))
         weight = (1.0 - SCORES[rows].mean()) ** est.gamma
         np.testing.assert_allclose(adv[rows], weight * want, rtol=1e-6, atol=1e-7)
     assert est.gamma == (0.0 if name in NAMES else 0.5)
@@ -129,11 +130,14 @@ def _reference(name: str, options: registry.Options, scores=SCORES, uids=UIDS) -
     rule_name = "grpo" if name == "fgrpo" else name.removeprefix(host.FOCAL_PREFIX)
     gamma = GAMMA if name not in NAMES else 0.0
     rule, want = registry.get(rule_name), np.zeros(len(scores), np.float32)
-    for uid in dict.fromkeys(uids.tolist()):
+    groups = dict.fromkeys(uids.tolist())
+    inputs = {uid: scores[uids == uid] > 0.5 if rule.binary else scores[uids == uid] for uid in groups}
+    batch_mean = np.mean([x.mean() for x in inputs.values()])  # B of a batch-level rule (A-GRAE)
+    for uid in groups:
         rows = uids == uid
-        r = scores[rows]
-        x = (r > 0.5).astype(np.float32) if rule.binary else r
-        want[rows] = (1.0 - r.mean()) ** gamma * np.asarray(rule.advantages(jnp.asarray(x), options))
+        x = inputs[uid].astype(np.float32)
+        want[rows] = (1.0 - scores[rows].mean()) ** gamma * np.asarray(rule.advantages(jnp.asarray(x), options,
+                                                                                       batch_mean))
     return want
 
 

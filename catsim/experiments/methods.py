@@ -70,6 +70,8 @@ METHODS = (
     Method("NSR", 0.0, (("advantage", "nsr"),), "2506.01347 (−1 on wrong only)"),
     Method("PSR", 0.0, (("advantage", "psr"),), "2506.01347 (+1 on correct only)"),
     Method("Dr.GRPO", 0.0, (("advantage", "dr_grpo"),), "2503.20783: centred, no ÷ std (no lengths here: = GRPO)"),
+    Method("A-GRAE", 0.0, (("advantage", "agrae"),),
+           "2602.05548, the authors' compute_grpo_outcome_advantage at every step (α = 1; B = the step's one group)"),
     Method("λ+=0.1 on centred", 0.0, (("positive_weight", 0.1),),
            "catsim's variant: λ on the positive centred advantages (not a published rule)"),
 )

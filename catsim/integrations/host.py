@@ -16,7 +16,9 @@ Options reach the rules through `options_from` (every plug-in's config) or a typ
 bad value (a bool, None, "abc", k = 2.7, ddof = 0.5, ε < 0, ±inf) is a one-line CatsimError naming
 the option as the user spelt it. Rewards: NaN marks an unscorable sample and gives its group
 advantage 0 under every rule and γ; ±inf is refused (a broken reward function); a group of one
-sample gets 0 under every rule that compares samples within their group.
+sample gets 0 under every rule that compares samples within their group. A rule that reads the
+batch's accuracy (A-GRAE, `registry.Rule.reads_batch_mean`) takes it over the scorable groups of
+the batch handed here, whatever their sizes, but for groups of one (which it gives 0).
 
 Shapes: B rewards in a batch, G groups, N rollouts of one group (groups may differ in N).
 """
@@ -236,6 +238,7 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
     members = _members(index_B)
     device = cpu_device(pin_platform)
     rule = registry.get(est.rule)
+    batch = np.float32(_batch_mean(rewards, members, rule, est.options))
     adv, mu, g = (np.zeros(rewards.size, np.float32) for _ in range(3))
     for n in sorted({len(m) for m in members}):
         warning = registry.check_k(est.rule, est.options.k, n)
@@ -246,7 +249,7 @@ def group_advantages(rewards_B, index_B: Sequence, est: Estimator, *, pin_platfo
                        f"with), so such groups train nothing")
         rows_GxN = np.array([m for m in members if len(m) == n])
         with jax.default_device(device):
-            a, m_, g_ = _program(est)(jax.device_put(rewards[rows_GxN], device))
+            a, m_, g_ = _program(est)(jax.device_put(rewards[rows_GxN], device), batch)
         adv[rows_GxN], mu[rows_GxN], g[rows_GxN] = np.asarray(a), np.asarray(m_)[:, None], np.asarray(g_)[:, None]
     return adv, mu, g
 
@@ -312,6 +315,18 @@ def _check_reward_range(rewards: np.ndarray, o: registry.Options) -> None:
                           f"{o.reward_correct}], got {finite.min():g} to {finite.max():g}; set the two levels")
 
 
+def _batch_mean(rewards: np.ndarray, members: list[list[int]], rule, o: registry.Options) -> float:
+    """B of a batch-level rule (`registry.Rule.reads_batch_mean`): the mean over the batch's scorable
+    groups of every size the rule moves (not a group of one) of each group's mean input (0/1 for a
+    binary rule), so a group that gets 0 changes no other group's advantage; 0 for the other rules."""
+    if not rule.reads_batch_mean:
+        return 0.0
+    cut = (o.reward_correct + o.reward_wrong) / 2
+    groups = (rewards[m] for m in members if rule.can_move(len(m), o.k))
+    means = [np.mean(r > cut if rule.binary else r) for r in groups if not np.isnan(r).any()]
+    return float(np.mean(means)) if means else 0.0
+
+
 @functools.cache
 def _warn_once(message: str) -> None:
     log.warning("catsim: %s", message)
@@ -319,7 +334,8 @@ def _warn_once(message: str) -> None:
 
 @functools.lru_cache(maxsize=64)
 def _program(est: Estimator):
-    """jit(vmap) of one group's (g·A, μ̂, g): [G, N] -> [G, N], [G], [G] (one compilation per N)."""
+    """jit(vmap) of one group's (g·A, μ̂, g): [G, N], [] B -> [G, N], [G], [G] (one compilation per N);
+    B is read by the batch-level rules only (`_batch_mean`)."""
     import jax
     import jax.numpy as jnp
 
@@ -328,7 +344,7 @@ def _program(est: Estimator):
     rule, o = registry.get(est.rule), est.options
     cut = (o.reward_correct + o.reward_wrong) / 2
 
-    def one(rewards_N):
+    def one(rewards_N, batch_mean):
         n = rewards_N.shape[0]  # static: one compilation per group size
         scorable = jnp.all(~jnp.isnan(rewards_N))
         r = jnp.where(scorable, rewards_N, o.reward_wrong)  # keeps NaN out of every rule's arithmetic
@@ -336,10 +352,10 @@ def _program(est: Estimator):
         g = focal.focal_weight(mu, est.gamma)
         if rule.can_move(n, o.k):
             inputs = (r > cut).astype(jnp.float32) if rule.binary else r
-            a = g * rule.advantages(inputs, o)
+            a = g * rule.advantages(inputs, o, batch_mean)
         else:  # e.g. one sample: no std (ddof = 1), no second-best sample, nothing to compare with
             a = jnp.zeros_like(r)
         nan = jnp.float32(jnp.nan)
         return jnp.where(scorable, a, 0.0), jnp.where(scorable, mu, nan), jnp.where(scorable, g, nan)
 
-    return jax.jit(jax.vmap(one))
+    return jax.jit(jax.vmap(one, in_axes=(0, None)))

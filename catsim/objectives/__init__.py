@@ -28,10 +28,17 @@ What is where
     <rule>_counts(num_correct, group_size, ...) -> (A_c, A_w)
     log_comb_ratio(a, n, k) = log C(n−a, k)/C(n, k)   stable (log1p sum) for n up to 131072
 
+`agrae` — A-GRAE (2602.05548), GRPO's A re-weighted by the group's p and the batch's accuracy B:
+    agrae(rewards_N, batch_mean, *, eps=1e-6, alpha=1.0) -> [N]      rewards in [0, 1]; 0 for N < 2
+    agrae_counts(num_correct, group_size, batch_mean, *, eps=1e-6, alpha=1.0) -> (A_c, A_w)
+    reweight(a0, p, batch_mean, *, eps=1e-6, alpha=1.0)   (1−B)·½a0/(1−√p+ε) + B·½a0/(√p+ε), A>0 × min(1, B/α)
+    batch_mean(inputs_GxN, mask_G=None) -> []   B: mean over (kept) groups of each group's mean
+
 `registry` — the one list of advantage rules (simulator, trainer, CLIs, plug-ins, docs table):
     RULES / NAMES; get(name) -> Rule; Rule.advantages(rewards_N, Options(k, eps, ddof,
     w_reinforce_lambda, reward_correct, reward_wrong)); Rule.class_advantages(c, n, Options);
-    Rule.can_move(n, k); check_k(name, k, n) (k > n raises, k = n returns a warning)
+    Rule.can_move(n, k); check_k(name, k, n) (k > n raises, k = n returns a warning);
+    Rule.reads_batch_mean: advantages(r_N, o, batch_mean=B) with B = registry.batch_mean(inputs_GxN, mask_G)
 
 `focal` — F-GRPO (§4) and the App. N control:
     focal_weight(success_rate, gamma) -> g = (1 − μ̂)^γ   (0^0 = 1: γ = 0 is GRPO)
@@ -111,6 +118,7 @@ Categorical simulator, counts c_V of N draws with per-action advantage A_V:
 
 from catsim.objectives import (
     advantages,
+    agrae,
     asymmetric,
     binary,
     focal,
@@ -120,4 +128,4 @@ from catsim.objectives import (
     rewards,
 )
 
-__all__ = ["advantages", "asymmetric", "binary", "focal", "grad_clip", "losses", "registry", "rewards"]
+__all__ = ["advantages", "agrae", "asymmetric", "binary", "focal", "grad_clip", "losses", "registry", "rewards"]

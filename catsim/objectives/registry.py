@@ -10,6 +10,12 @@ rule is one entry here.
     A_c, A_w = rule.class_advantages(num_correct, n, registry.Options(k=4))   # from counts
     note = registry.check_k("pkpo", k=4, group_size=n)                # raises for k > n
 
+A rule that `reads_batch_mean` (A-GRAE) also reads B, the batch's mean over groups of each group's
+mean input (`batch_mean`): a caller with several groups passes it,
+`rule.advantages(r_N, o, batch_mean=registry.batch_mean(inputs_GxN, mask_G))`; without it B is
+the group's own mean, a batch of one group (the simulator's, one prompt per step). Every rule
+accepts the argument; only those that read it use it.
+
 `binary` rules read 0/1 success indicators (the trainer passes score > 1/2); the others take the
 rewards as given (their counts form uses the reward levels Rc, Rw of `Options`).
 """
@@ -20,11 +26,17 @@ import dataclasses
 import warnings
 from collections.abc import Callable
 
+import jax.numpy as jnp
+
 from catsim.errors import CatsimError, CatsimWarning
 from catsim.objectives import advantages as adv
+from catsim.objectives import agrae as agrae_
 from catsim.objectives import binary as bin_
 
-__all__ = ["Options", "Rule", "RULES", "NAMES", "EPS_NAMES", "get", "check_k", "warn_k", "markdown_table"]
+__all__ = ["Options", "Rule", "RULES", "NAMES", "EPS_NAMES", "get", "check_k", "warn_k", "markdown_table",
+           "batch_mean"]
+
+batch_mean = agrae_.batch_mean  # [G, N] inputs, optional [G] mask -> [] B (the batch-level input)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,21 +59,31 @@ class Rule:
     formula: str  # one line, for tables
     paper: str
     reference: str  # the public code it was checked against ("" = the paper's equations only)
-    group: Callable  # (rewards_N, Options) -> [N]
-    counts: Callable  # (num_correct, group_size, Options) -> (A_correct, A_wrong)
+    group: Callable  # (rewards_N, Options) -> [N]; (rewards_N, Options, B) if reads_batch_mean
+    counts: Callable  # (num_correct, group_size, Options) -> (A_correct, A_wrong); (..., B) likewise
     binary: bool = True  # reads 0/1 success indicators
     needs_k: bool = False
     baseline_free: bool = False  # an all-equal group still gets a non-zero advantage
     moves_at_k_equal_n: bool = True  # some group of n samples gets credit at k = n (needs_k rules)
     reads_eps: bool = False  # reads Options.eps (an option given to another rule never acts)
+    reads_batch_mean: bool = False  # reads B = `batch_mean` of the step's groups besides its own group
 
-    def advantages(self, rewards_N, options: Options = Options()):
-        """[N] advantages of one group."""
-        return self.group(rewards_N, options)
+    def advantages(self, rewards_N, options: Options = Options(), batch_mean=None):
+        """[N] advantages of one group; `batch_mean` [] is B (default: this group's mean)."""
+        if not self.reads_batch_mean:
+            return self.group(rewards_N, options)
+        if batch_mean is None:
+            batch_mean = jnp.mean(jnp.asarray(rewards_N, float))
+        return self.group(rewards_N, options, batch_mean)
 
-    def class_advantages(self, num_correct, group_size, options: Options = Options()):
-        """(A_correct, A_wrong) of a binary group with `num_correct` correct samples of `group_size`."""
-        return self.counts(num_correct, group_size, options)
+    def class_advantages(self, num_correct, group_size, options: Options = Options(), batch_mean=None):
+        """(A_correct, A_wrong) of a binary group with `num_correct` correct samples of `group_size`;
+        `batch_mean` [] is B (default: num_correct/group_size, a batch of this one group)."""
+        if not self.reads_batch_mean:
+            return self.counts(num_correct, group_size, options)
+        if batch_mean is None:
+            batch_mean = adv.safe_divide(jnp.asarray(num_correct, float), jnp.asarray(group_size, float))
+        return self.counts(num_correct, group_size, options, batch_mean)
 
     def can_move(self, group_size: int, k: int | None = None) -> bool:
         """Whether some group of `group_size` samples gets a non-zero advantage (at this k)."""
@@ -115,6 +137,10 @@ _RULES = (
          lambda r, o: bin_.nsr(r), lambda c, n, o: bin_.nsr_counts(c, n), baseline_free=True),
     Rule("psr", "A = 1 (correct), 0 (wrong)", "PSR 2506.01347", "RLVR-Decomposed ('positive')",
          lambda r, o: bin_.psr(r), lambda c, n, o: bin_.psr_counts(c, n), baseline_free=True),
+    Rule("agrae", "GRPO's A (ddof 1) × ½[(1−B)/(1−√p) + B/√p], A > 0 × min(1, B); B batch accuracy",
+         "A-GRAE 2602.05548", "Yu7-code/A-GRAE compute_grpo_outcome_advantage (applied every step)",
+         lambda r, o, b: agrae_.agrae(r, b, eps=o.eps), lambda c, n, o, b: agrae_.agrae_counts(c, n, b, eps=o.eps),
+         reads_eps=True, reads_batch_mean=True),
 )
 RULES = {rule.name: rule for rule in _RULES}
 NAMES = tuple(RULES)

@@ -155,7 +155,9 @@ def _advantages(settings: AdvantageSettings, scores, mask, mu, gamma, lengths_Px
     rule = registry.get(settings.rule)
     # the binary rules read the 0/1 verifier outcome (score > 1/2 is correct)
     inputs = (scores > 0.5).astype(jnp.float32) if rule.binary else rewards
-    base = jax.vmap(lambda r: rule.advantages(r, settings.options))(inputs)
+    # B of a batch-level rule (A-GRAE): over the groups that carry loss this step
+    batch_mean = registry.batch_mean(inputs, mask) if rule.reads_batch_mean else None
+    base = jax.vmap(lambda r: rule.advantages(r, settings.options, batch_mean))(inputs)
     if settings.positive_weight != 1.0:
         base = base * losses.positive_sample_weight(base, settings.positive_weight)
     g = focal.focal_weight(mu, gamma)
