@@ -149,3 +149,17 @@ def test_arms_in_jobs(serial, tmp_path):
     for label in ("arm-grpo-kl-N2", "arm-f-dapo-g0.5-N2"):
         pieces = json.loads((out / "s0" / label / "eval.json").read_text())["provenance"]
         assert pieces and all(p["threads"] == 1 for p in pieces)
+
+
+def test_a_jobs_spec_gives_back_the_preset_arm_and_sinks():
+    from catsim.experiments.maze.arm_table import cpu_arms
+    from catsim.experiments.maze.worker import read_spec
+    from catsim.tracking import LogTo
+
+    sp = presets.tiny(True)
+    log_to = LogTo(("tensorboard", "wandb"), wandb_entity="team", wandb_mode="disabled")
+    for unit in parallel.units(presets.cpu(), cpu_arms())[:3] + parallel.units(sp)[:1]:
+        argv = parallel.worker_command(Path("/study"), sp, unit, log_to)
+        assert argv[1:4] == ("-m", "catsim.experiments.maze.worker", "/study")
+        assert read_spec(json.loads(argv[-1])) == (sp, unit.arm, log_to)
+    assert read_spec(json.loads(parallel.worker_command(Path("/s"), sp, unit, ())[-1]))[2] == ()

@@ -109,7 +109,8 @@ def warm_ups(out: Path, sp: StudyPreset, seeds, *, progress, say) -> None:
 
 def worker_command(out: Path, sp: StudyPreset, unit: Unit, log_to=()) -> tuple:
     """The command of a job that runs `unit` (`catsim.experiments.maze.worker`)."""
-    spec = {"preset": study.preset_json(sp), "unit": unit.name, "log_to": list(log_to),
+    sinks = json.loads(json.dumps(dataclasses.asdict(log_to))) if dataclasses.is_dataclass(log_to) else list(log_to)
+    spec = {"preset": study.preset_json(sp), "unit": unit.name, "log_to": sinks,  # a LogTo's W&B settings too
             "arm": None if unit.arm is None else json.loads(json.dumps(dataclasses.asdict(unit.arm)))}
     return (sys.executable, "-m", "catsim.experiments.maze.worker", str(out), json.dumps(spec))
 

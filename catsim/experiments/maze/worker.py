@@ -32,20 +32,32 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def run_unit(out: str, spec: dict) -> None:
+def read_spec(spec: dict):
+    """(preset, arm or None, log_to) of a job's SPEC (`parallel.worker_command` writes it)."""
     from catsim.experiments.maze.arm_table import Arm
-    from catsim.experiments.maze.arms import run_arms
     from catsim.experiments.maze.presets import StudyPreset
+
+    log_to = spec.get("log_to") or ()
+    if isinstance(log_to, dict):  # the parent's LogTo: its sinks and W&B settings
+        from catsim.tracking import LogTo
+
+        log_to = LogTo(**{**log_to, "sinks": tuple(log_to["sinks"])})
+    arm = spec.get("arm")
+    if arm is not None:
+        arm = Arm(**{**arm, "study_run": tuple(arm["study_run"]), "compare": tuple(arm["compare"])})
+    return StudyPreset(**spec["preset"]), arm, tuple(log_to) if isinstance(log_to, list) else log_to
+
+
+def run_unit(out: str, spec: dict) -> None:
+    from catsim.experiments.maze.arms import run_arms
     from catsim.experiments.maze.study import run_study
 
-    sp = StudyPreset(**spec["preset"])
-    kw = {"progress": False, "log_to": tuple(spec.get("log_to") or ()), "only": {spec["unit"]}}
-    if spec.get("arm") is None:
+    sp, arm, log_to = read_spec(spec)
+    kw = {"progress": False, "log_to": log_to, "only": {spec["unit"]}}
+    if arm is None:
         run_study(out, sp, **kw)
-        return
-    fields = dict(spec["arm"])
-    arm = Arm(**{**fields, "study_run": tuple(fields["study_run"]), "compare": tuple(fields["compare"])})
-    run_arms(out, sp, (arm,), **kw)
+    else:
+        run_arms(out, sp, (arm,), **kw)
 
 
 if __name__ == "__main__":
