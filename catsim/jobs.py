@@ -7,11 +7,12 @@
 * `owners(costs, parts, programs)`: which part takes each unit, the split of `catsim sweep --part`
   (its `sweep_parts.cell_owners` calls it): a deterministic function of the whole grid, so every
   host (and a host that resumes) computes the same answer whatever is finished.
-* `thread_flags(threads, flags)`: XLA_FLAGS that make XLA's CPU backend compute with `threads`
-  threads (1: Eigen's thread pool off), the thread settings of `flags` replaced.
+* `thread_flags(threads, flags)`: XLA_FLAGS for a job of `threads` threads (1: Eigen's thread pool
+  off; T > 1: the pool on, sized by XLA from the T cores the job is pinned to), the thread settings
+  of `flags` replaced.
 * `run_jobs(jobs, workers, threads)`: each job is a fresh subprocess (XLA reads its thread count
   once, at start), `workers` at a time, each pinned to its own `threads` cores when they fit in the
-  cores this process may use. One line per finished job (which, seconds, its last line of output).
+  cores this process may use (they must for `threads` > 1: XLA counts a job's cores). One line per finished job (which, seconds, its last line of output).
   A job that fails stops the start of new ones; those running finish, then `run_jobs` raises one
   CatsimError naming it with its last line of output. The parent stopped (Ctrl-C, SIGTERM as
   KeyboardInterrupt) stops every job with SIGTERM; the parent killed outright (SIGKILL) sends them
@@ -76,14 +77,19 @@ def share(units: Sequence, costs: Sequence[float], part: tuple[int, int] | None,
 # ----------------------------------------------------------------------------- thread settings
 def thread_flags(threads: int | None, flags: str = "") -> str:
     """`flags` (an XLA_FLAGS value) with its thread settings replaced by those for `threads` (None:
-    left as they are: XLA's default, every core the process may use)."""
+    left as they are: XLA's default, every core the process may use). 1: Eigen's thread pool off
+    (with the inert `intra_op_parallelism_threads=1` that the JAX FAQ's spelling carries and
+    `catsim.provenance.threads` reads). T > 1: the pool on, over the cores the job is pinned to —
+    XLA sizes it from the process's affinity; `intra_op_parallelism_threads` is no XLA flag (XLA
+    refuses it as `--intra_op_parallelism_threads` and ignores it after a `--` flag), so T threads
+    need T pinned cores (`run_jobs` refuses T > 1 it cannot pin)."""
     if threads is None:
         return flags
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise CatsimError(f"threads must be a whole number >= 1, got {threads!r}")
     kept = [f for f in flags.split() if f.lstrip("-").partition("=")[0] not in THREAD_FLAGS]
     ours = ["--xla_cpu_multi_thread_eigen=false", "intra_op_parallelism_threads=1"] if threads == 1 else \
-        [f"intra_op_parallelism_threads={threads}"]
+        ["--xla_cpu_multi_thread_eigen=true"]
     return " ".join(kept + ours)
 
 
@@ -149,6 +155,10 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int | None = 1, *, 
     base["XLA_FLAGS"] = thread_flags(threads, base.get("XLA_FLAGS", ""))
     cores = usable_cores()
     pin = threads is not None and workers * threads <= len(cores)
+    if threads is not None and threads > 1 and not pin:
+        raise CatsimError(f"{workers} jobs × {threads} threads need {workers * threads} cores to pin them to, and this "
+                          f"process may use {len(cores)}: XLA takes a job's threads from its cores (fewer jobs or "
+                          "threads, or one thread each)")
     free_slots = list(range(workers))
     pending = list(jobs)
     running: dict[int, tuple] = {}  # slot -> (job, process, output file, start time)
