@@ -6,6 +6,7 @@ n, other k, another number of mazes, another run) — reads as None, with one li
 file was there: the study then recomputes it, as the simulator's sweep does with a damaged cell.
 
     base = read_piece(path, lambda d: eval_problem(d, n=256, prompts=256, ks=ks), say=print)
+    run = read_run(sp, out / "s0", "grpo", 8, 0.0, 0, say=print)   # the same, with a preset's settings
 
 Also here: what an RL run's resume fingerprint holds of its warm-up (`base_identity`, its content, so a
 moved or copied study resumes; `rl_base_id` accepts a state of the earlier path fingerprint where it
@@ -104,6 +105,21 @@ def run_problem(d: dict, *, method: str, group_size: int, gamma: float, seed: in
 
 # ----------------------------------------------------------------------------- an RL run's base
 BASE_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "catsim_task.json")
+
+
+def read_base(sp: StudyPreset, sdir: Path, say) -> dict | None:
+    """A seed's warm-up evaluation, or None when missing or unusable (then recomputed)."""
+    return read_piece(sdir / "base_eval.json", lambda d: eval_problem(
+        d, n=sp.eval_n, prompts=sp.eval_prompts, ks=sp.ks), say)
+
+
+def read_run(sp: StudyPreset, sdir: Path, method: str, n: int, gamma: float, seed: int, say) -> dict | None:
+    """A finished RL run's eval.json, or None when missing or unusable (then recomputed)."""
+    label = run_label(method, n, gamma)
+    return read_piece(sdir / label / "eval.json", lambda d: run_problem(
+        d, method=method, group_size=n, gamma=gamma, seed=seed, label=label, steps=sp.rl_steps, n=sp.eval_n,
+        prompts=sp.eval_prompts, ks=sp.ks, curve_n=sp.curve_n,
+        checkpoints=sp.rl_steps // sp.snapshot_every()), say)
 
 
 def base_identity(base: Path) -> str:

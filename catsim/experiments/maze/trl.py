@@ -36,7 +36,7 @@ from catsim.errors import CatsimError
 from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
 from catsim.experiments.maze import stats, study
-from catsim.experiments.maze.pieces import read_piece, run_problem
+from catsim.experiments.maze.pieces import read_piece, read_run, run_problem
 from catsim.experiments.maze.presets import StudyPreset, run_label
 from catsim.experiments.maze.provenance import recompute_note
 from catsim.experiments.maze.summaries import write_summary
@@ -266,7 +266,7 @@ def collect(out: Path, sp: StudyPreset, say=print, stored: dict | None = None) -
         else:
             runs.append(ev)
     catsim_runs = [r for method, n, gamma, seed in todo
-                   if (r := study.read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
+                   if (r := read_run(sp, out / f"s{seed}", method, n, gamma, seed, say)) is not None]
     head = dataclasses.replace(sp, plan=(_headline(sp.plan),), gammas=(0.5,), ks=(1, sp.test_m))
     # the trainers are compared on the seeds both have finished (GRPO and F-GRPO), else catsim's all
     paired = lambda rs: {r["seed"] for r in rs if r["method"] == "grpo"} & {r["seed"] for r in rs if r["method"] != "grpo"}  # noqa: E731
