@@ -63,8 +63,10 @@ def register(subparsers) -> None:
                              "thread count differs from it in its last bits, so the default keeps a study's runs "
                              "as they were made (benchmarks/maze_jobs.py measures a machine)")
     parser.add_argument("--threads-per-job", type=positive_int, metavar="T",
-                        help="XLA threads of each job (default: 1 with --jobs > 1; with --jobs 1 it runs one run "
-                             "at a time, each in a process of its own at T threads)")
+                        help="XLA threads of each job: 1 turns XLA's thread pool off; T > 1 pins each job to T cores "
+                             "of its own (XLA sizes its pool from them), so J x T must fit the cores this command may "
+                             "use (default: 1 with --jobs > 1; with --jobs 1 it runs one run at a time, each in a "
+                             "process of its own at T threads)")
     parser.add_argument("--part", metavar="I/P",
                         help="run only part I of P of the pending runs (job arrays across hosts sharing --out; the "
                              "split of `catsim sweep --part`, so every part must get the same options) and write no "
