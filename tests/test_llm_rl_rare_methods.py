@@ -19,7 +19,8 @@ def test_binary_advantages_come_from_the_registry(name):
     got, _, _ = compute_advantages(SCORES, cfg, 0.0)
     rule = registry.get(name)
     opts = registry.Options(k=2, w_reinforce_lambda=0.2, eps=cfg.objective.adv_eps)
-    want = np.stack([np.asarray(rule.advantages(jnp.asarray(r), opts)) for r in SCORES])
+    batch_mean = registry.batch_mean(jnp.asarray(SCORES))  # B of a batch-level rule (A-GRAE): every group
+    want = np.stack([np.asarray(rule.advantages(jnp.asarray(r), opts, batch_mean)) for r in SCORES])
     np.testing.assert_allclose(got, want, rtol=1e-6)
     if not rule.baseline_free:
         np.testing.assert_array_equal(got[2:], 0.0)  # all-equal groups: exactly zero
