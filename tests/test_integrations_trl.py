@@ -219,7 +219,8 @@ def test_a_field_the_rule_never_reads_is_refused(tmp_path, options, ignored):
 def test_read_fields_match_what_each_rule_reads():
     """Each rule's advantages change with an option exactly when `read_fields` names it."""
     groups = [jnp.asarray([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]), jnp.asarray([1.0] + [0.0] * 7)]
-    changed = {"advantage_eps": {"eps": 0.5}, "passk_k": {"k": 2}, "w_reinforce_lambda": {"w_reinforce_lambda": 0.7}}
+    changed = {"advantage_eps": {"eps": 0.5}, "passk_k": {"k": 2}, "w_reinforce_lambda": {"w_reinforce_lambda": 0.7},
+               "advantage_ddof": {"ddof": 1}}
     for name in registry.NAMES:
         if name == ctrl.TRL_OWN:
             continue

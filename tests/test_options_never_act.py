@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from catsim.cli.main import main
+from catsim.objectives import registry
 from catsim.sim import config as C
 from catsim.sim.sweep import simulate
 
@@ -99,9 +100,11 @@ def test_methods_study_refuses_gamma(tmp_path, capsys):
      ["--advantage", "pkpo"]),
     (["--w-reinforce-lambda", "0.2"], "--w-reinforce-lambda is read by --advantage w_reinforce only",
      ["--advantage", "w_reinforce"]),
-    (["--method", "dr_grpo", "--adv-std", "population"], "--adv-std is read by the grpo advantage only",
-     ["--advantage", "grpo"]),
-    (["--method", "dr_grpo", "--adv-eps", "0.01"], "--adv-eps is read by the grpo, maxrl, passk_best advantages",
+    (["--method", "dr_grpo", "--adv-std", "population"],
+     f"--adv-std is read by the {', '.join(registry.DDOF_NAMES)} advantages", ["--advantage", "grpo"]),
+    (["--method", "dr_grpo", "--adv-std", "population"],
+     f"--adv-std is read by the {', '.join(registry.DDOF_NAMES)} advantages", ["--advantage", "inverse_success"]),
+    (["--method", "dr_grpo", "--adv-eps", "0.01"], f"--adv-eps is read by the {', '.join(registry.EPS_NAMES)} advantages",
      ["--advantage", "maxrl"]),
     (["--method", "asym-grpo", "--asym-advantage", "baseline_free", "--advantage", "maxrl"],
      "--advantage is not read with --asym-advantage baseline_free", ["--asym-advantage", "baseline"]),

@@ -72,6 +72,8 @@ METHODS = (
     Method("Dr.GRPO", 0.0, (("advantage", "dr_grpo"),), "2503.20783: centred, no ÷ std (no lengths here: = GRPO)"),
     Method("A-GRAE", 0.0, (("advantage", "agrae"),),
            "2602.05548, the authors' compute_grpo_outcome_advantage at every step (α = 1; B = the step's one group)"),
+    Method("inverse-success α=1", 0.0, (("advantage", "inverse_success"),),
+           "2601.15609: GRPO, positive advantages × (N − correct count)^α, α = 1"),
     Method("λ+=0.1 on centred", 0.0, (("positive_weight", 0.1),),
            "catsim's variant: λ on the positive centred advantages (not a published rule)"),
 )

@@ -141,12 +141,14 @@ def estimator_of(args) -> host.Estimator:
 def read_fields(rule: str) -> set[str]:
     """The FGRPOConfig fields `rule` reads. Every rule reads γ and the reward levels (μ̂ of the
     focal weight); "grpo" keeps TRL's own advantages (its ε and std), so catsim's ε and ddof act
-    in no rule here."""
+    only in the other rules that read them (`Rule.reads_eps`, `Rule.reads_ddof`)."""
     fields = {"advantage_rule", "focal_gamma", "reward_correct", "reward_wrong"}
     if rule != TRL_OWN and registry.get(rule).needs_k:
         fields.add("passk_k")
     if rule != TRL_OWN and registry.get(rule).reads_eps:  # MaxRL's p̂ + ε, passk_best's std + ε
         fields.add("advantage_eps")
+    if rule != TRL_OWN and registry.get(rule).reads_ddof:  # inverse_success's GRPO std
+        fields.add("advantage_ddof")
     if rule == "w_reinforce":
         fields.add("w_reinforce_lambda")
     return fields
@@ -154,7 +156,7 @@ def read_fields(rule: str) -> set[str]:
 
 def ignored_fields(args) -> list[str]:
     """The catsim fields of `args` set away from their defaults that its rule never reads (they
-    were accepted and silently did nothing: `advantage_ddof=0` under every rule; the reward levels
+    were accepted and silently did nothing: `advantage_ddof=0` under a rule with no std; the reward levels
     where success is named, since success is then 0/1)."""
     defaults = {f.name: f.default for f in dataclasses.fields(FGRPOConfig) if f.name in _OWN_FIELDS}
     reads = read_fields(_field(args, defaults, "advantage_rule"))

@@ -28,6 +28,11 @@ What is where
     <rule>_counts(num_correct, group_size, ...) -> (A_c, A_w)
     log_comb_ratio(a, n, k) = log C(n−a, k)/C(n, k)   stable (log1p sum) for n up to 131072
 
+`calibration` — inverse-success advantage calibration (2601.15609), binary, one group and counts:
+    inverse_success(rewards_N, *, alpha=1.0, eps=1e-6, ddof=0)   GRPO's A, A > 0 × (N − c)^α
+    inverse_success_counts(num_correct, group_size, *, alpha=1.0, eps=1e-6) -> (A_c, A_w)
+    inverse_success_scale(num_correct, group_size, *, alpha=1.0) -> (N − c)^α
+
 `agrae` — A-GRAE (2602.05548), GRPO's A re-weighted by the group's p and the batch's accuracy B:
     agrae(rewards_N, batch_mean, *, eps=1e-6, alpha=1.0) -> [N]      rewards in [0, 1]; 0 for N < 2
     agrae_counts(num_correct, group_size, batch_mean, *, eps=1e-6, alpha=1.0) -> (A_c, A_w)
@@ -121,6 +126,7 @@ from catsim.objectives import (
     agrae,
     asymmetric,
     binary,
+    calibration,
     focal,
     grad_clip,
     losses,
@@ -128,4 +134,5 @@ from catsim.objectives import (
     rewards,
 )
 
-__all__ = ["advantages", "agrae", "asymmetric", "binary", "focal", "grad_clip", "losses", "registry", "rewards"]
+__all__ = ["advantages", "agrae", "asymmetric", "binary", "calibration", "focal", "grad_clip", "losses", "registry",
+           "rewards"]

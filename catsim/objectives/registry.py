@@ -32,9 +32,10 @@ from catsim.errors import CatsimError, CatsimWarning
 from catsim.objectives import advantages as adv
 from catsim.objectives import agrae as agrae_
 from catsim.objectives import binary as bin_
+from catsim.objectives import calibration as cal
 
-__all__ = ["Options", "Rule", "RULES", "NAMES", "EPS_NAMES", "get", "check_k", "warn_k", "markdown_table",
-           "batch_mean"]
+__all__ = ["Options", "Rule", "RULES", "NAMES", "EPS_NAMES", "DDOF_NAMES", "get", "check_k", "warn_k",
+           "markdown_table", "batch_mean"]
 
 batch_mean = agrae_.batch_mean  # [G, N] inputs, optional [G] mask -> [] B (the batch-level input)
 
@@ -66,6 +67,7 @@ class Rule:
     baseline_free: bool = False  # an all-equal group still gets a non-zero advantage
     moves_at_k_equal_n: bool = True  # some group of n samples gets credit at k = n (needs_k rules)
     reads_eps: bool = False  # reads Options.eps (an option given to another rule never acts)
+    reads_ddof: bool = False  # reads Options.ddof (GRPO's std), likewise
     reads_batch_mean: bool = False  # reads B = `batch_mean` of the step's groups besides its own group
 
     def advantages(self, rewards_N, options: Options = Options(), batch_mean=None):
@@ -109,7 +111,8 @@ _RULES = (
     Rule("mean_centred", "A = r − r̄", "F-GRPO 2602.06717 App. J", "",
          lambda r, o: adv.mean_centred(r), _centred_counts, binary=False),
     Rule("grpo", "A = (r − r̄)/(std + ε)", "DeepSeekMath 2402.03300", "verl, TRL (ddof 1)",
-         lambda r, o: adv.grpo(r, eps=o.eps, ddof=o.ddof), _grpo_counts, binary=False, reads_eps=True),
+         lambda r, o: adv.grpo(r, eps=o.eps, ddof=o.ddof), _grpo_counts, binary=False, reads_eps=True,
+         reads_ddof=True),
     Rule("dr_grpo", "A = r − r̄", "Dr.GRPO 2503.20783", "",
          lambda r, o: adv.dr_grpo(r), _centred_counts, binary=False),
     Rule("maxrl", "A = (r − p̂)/(p̂ + ε)", "MaxRL 2602.02710", "prime-rl max_rl.py, SkyRL",
@@ -137,6 +140,10 @@ _RULES = (
          lambda r, o: bin_.nsr(r), lambda c, n, o: bin_.nsr_counts(c, n), baseline_free=True),
     Rule("psr", "A = 1 (correct), 0 (wrong)", "PSR 2506.01347", "RLVR-Decomposed ('positive')",
          lambda r, o: bin_.psr(r), lambda c, n, o: bin_.psr_counts(c, n), baseline_free=True),
+    Rule("inverse_success", "GRPO's A; A > 0 × (n − c)^α, α = 1", "inverse-success calibration 2601.15609",
+         "no public code; the paper's method text was not reachable (see objectives/calibration.py)",
+         lambda r, o: cal.inverse_success(r, eps=o.eps, ddof=o.ddof),
+         lambda c, n, o: cal.inverse_success_counts(c, n, eps=o.eps), reads_eps=True, reads_ddof=True),
     Rule("agrae", "GRPO's A (ddof 1) × ½[(1−B)/(1−√p) + B/√p], A > 0 × min(1, B); B batch accuracy",
          "A-GRAE 2602.05548", "Yu7-code/A-GRAE compute_grpo_outcome_advantage (applied every step)",
          lambda r, o, b: agrae_.agrae(r, b, eps=o.eps), lambda c, n, o, b: agrae_.agrae_counts(c, n, b, eps=o.eps),
@@ -145,6 +152,7 @@ _RULES = (
 RULES = {rule.name: rule for rule in _RULES}
 NAMES = tuple(RULES)
 EPS_NAMES = tuple(rule.name for rule in _RULES if rule.reads_eps)  # the rules an ε option acts on
+DDOF_NAMES = tuple(rule.name for rule in _RULES if rule.reads_ddof)  # the rules a std (ddof) option acts on
 
 
 def get(name: str) -> Rule:

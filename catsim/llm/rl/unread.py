@@ -20,6 +20,7 @@ from catsim.llm.rl.config import RLConfig
 from catsim.objectives import registry
 
 EPS_RULES = registry.EPS_NAMES  # the rules that read registry.Options.eps (adv_eps)
+STD_RULES = registry.DDOF_NAMES  # the rules that read registry.Options.ddof (adv_std)
 K_RULES = tuple(name for name in registry.NAMES if registry.get(name).needs_k)
 REWARD_RULES = tuple(name for name in registry.NAMES if not registry.get(name).binary)  # read Rc, Rw
 # what the asym-GRPO baseline-free advantages w⁺·r − w⁻·(1 − r) replace: the rule and its settings
@@ -68,7 +69,8 @@ def _conditions(cfg: RLConfig) -> dict[str, tuple[bool, str]]:
                                            f"{', '.join(REWARD_RULES)}): --advantage {spec.advantage} reads the "
                                            "0/1 outcome, not the shaped scores"),
         "adv_eps": (spec.advantage not in EPS_RULES, f"is read by the {', '.join(EPS_RULES)} advantages only"),
-        "adv_std": (spec.advantage != "grpo", "is read by the grpo advantage only (the method's, or --advantage grpo)"),
+        "adv_std": (spec.advantage not in STD_RULES, f"is read by the {', '.join(STD_RULES)} advantages only (the "
+                    "method's grpo, or --advantage)"),
         "passk_k": (spec.advantage not in K_RULES, f"is read by --advantage {', '.join(K_RULES)} only"),
         "w_reinforce_lambda": (spec.advantage != "w_reinforce", "is read by --advantage w_reinforce only"),
         "temperature_min": (cfg.temperature_plan() == "constant", "is read by a temperature schedule only "
