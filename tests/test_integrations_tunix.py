@@ -26,9 +26,10 @@ REWARDS_B = np.array([1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1], np.float3
 def _reference(name):
     est = host.resolve(name, host.DEFAULT_GAMMA, ctunix.TUNIX_OPTIONS)
     rule, out = registry.get(est.rule), []
+    batch_mean = REWARDS_B.reshape(-1, N).mean(axis=1).mean()  # B of a batch-level rule (A-GRAE)
     for r in REWARDS_B.reshape(-1, N):
         g = focal.focal_weight(advantages.success_rate(jnp.asarray(r)), est.gamma)
-        out.append(np.asarray(g * rule.advantages(jnp.asarray(r), est.options)))
+        out.append(np.asarray(g * rule.advantages(jnp.asarray(r), est.options, batch_mean)))
     return np.concatenate(out)
 
 

@@ -57,12 +57,15 @@ def _advantage(name, algorithm: dict, batch=None):
 def _reference(rule_name, gamma, options, scores_B=SCORE_B, uid_B=UID_B):
     """The registry rule × the focal weight, group by group (no plug-in code)."""
     rule, want = registry.get(rule_name), np.zeros(len(scores_B), np.float32)
+    # B of a batch-level rule (A-GRAE): the mean over the batch's groups of each group's mean input
+    batch_mean = np.mean([(scores_B[uid_B == uid] > 0.5 if rule.binary else scores_B[uid_B == uid]).mean()
+                          for uid in dict.fromkeys(uid_B)])
     for uid in dict.fromkeys(uid_B):
         pos = np.flatnonzero(uid_B == uid)
         r = jnp.asarray(scores_B[pos])
         x = (r > 0.5).astype(jnp.float32) if rule.binary else r
         g = focal.focal_weight(advantages.success_rate(r), gamma)
-        want[pos] = np.asarray(g * rule.advantages(x, options))
+        want[pos] = np.asarray(g * rule.advantages(x, options, batch_mean))
     return want
 
 
