@@ -144,21 +144,31 @@ def _launch(argv: list[str]) -> None:
     os.execvp(command[0], command)
 
 
+def check_layout(workers: int, threads: int | None) -> bool:
+    """Whether `workers` jobs of `threads` threads each are pinned (they fit in the usable cores);
+    CatsimError (one line) for jobs of more than one thread that do not fit: XLA would not compute
+    with the threads they claim."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise CatsimError(f"jobs must be a whole number >= 1, got {workers!r}")
+    thread_flags(threads)  # a valid count
+    cores = len(usable_cores())
+    pin = threads is not None and workers * threads <= cores
+    if threads is not None and threads > 1 and not pin:
+        raise CatsimError(f"{workers} jobs × {threads} threads need {workers * threads} cores to pin them to, and this "
+                          f"process may use {cores}: XLA takes a job's threads from its cores (fewer jobs or "
+                          "threads, or one thread each)")
+    return pin
+
+
 def run_jobs(jobs: Sequence[Job], workers: int = 1, threads: int | None = 1, *, env: dict | None = None,
              say=print) -> list[Done]:
     """Run `jobs` (see the module docstring), `workers` at a time, each at `threads` XLA threads
     (None: XLA's default) and pinned to its own cores when workers × threads fit in the usable ones.
     Returns every job's `Done`, in the order they finished; raises CatsimError when one failed."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise CatsimError(f"jobs must be a whole number >= 1, got {workers!r}")
     base = dict(os.environ if env is None else env)
     base["XLA_FLAGS"] = thread_flags(threads, base.get("XLA_FLAGS", ""))
+    pin = check_layout(workers, threads)
     cores = usable_cores()
-    pin = threads is not None and workers * threads <= len(cores)
-    if threads is not None and threads > 1 and not pin:
-        raise CatsimError(f"{workers} jobs × {threads} threads need {workers * threads} cores to pin them to, and this "
-                          f"process may use {len(cores)}: XLA takes a job's threads from its cores (fewer jobs or "
-                          "threads, or one thread each)")
     free_slots = list(range(workers))
     pending = list(jobs)
     running: dict[int, tuple] = {}  # slot -> (job, process, output file, start time)

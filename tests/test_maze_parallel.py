@@ -129,6 +129,7 @@ def test_two_parts_at_once_assemble_into_the_serial_report(serial, tmp_path):
     (["--jobs", "2", "--trainer", "trl"], "go with catsim's runs"),
     (["--part", "0/2", "--format", "json"], "which --part does not print"),
     (["--jobs", "2", "--report", "REPORT"], "--jobs does not go with it"),
+    (["--jobs", "2", "--threads-per-job", str(len(usable_cores()))], "cores to pin them to"),
 ])
 def test_parallel_options_that_would_not_act_are_refused_in_one_line(serial, tmp_path, capsys, flags, needle):
     out = serial if "--report" in flags else tmp_path / "new"

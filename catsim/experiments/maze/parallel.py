@@ -36,7 +36,7 @@ from pathlib import Path
 from catsim.errors import CatsimError
 from catsim.experiments.maze import study
 from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
-from catsim.jobs import Job, run_jobs, share
+from catsim.jobs import Job, check_layout, run_jobs, share
 
 LOCK_FILE = ".warm-up.lock"
 
@@ -125,6 +125,8 @@ def run_parallel(out_dir, sp: StudyPreset, *, arms=None, jobs: int = 1, threads:
     from catsim.experiments.maze import arms as maze_arms
 
     out = Path(out_dir)
+    if not (jobs == 1 and threads is None):
+        check_layout(jobs, threads or 1)  # before any work
     if arms is None:
         study.prepare_study(out, sp, say)  # the serial study's checks, then study.json
     else:
