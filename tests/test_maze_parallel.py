@@ -81,6 +81,7 @@ def test_units_and_parts_follow_the_sweeps_split():
     assert shares == [[u.name for u in parallel.my_units(cpu, part=(i, 3))] for i in range(3)]  # fixed
 
 
+@pytest.mark.slow  # a tiny study in 3–5 processes (about a minute)
 def test_jobs_killed_and_resumed_equal_the_serial_runs(serial, tmp_path):
     out = tmp_path / "jobs"
     proc = _study(out, "--jobs", "2", wait=False)
@@ -105,6 +106,7 @@ def test_jobs_killed_and_resumed_equal_the_serial_runs(serial, tmp_path):
             assert all(p["xla_flags"] == ONE_THREAD["XLA_FLAGS"] for p in pieces)
 
 
+@pytest.mark.slow  # a tiny study in 3–5 processes (about a minute)
 def test_two_parts_at_once_assemble_into_the_serial_report(serial, tmp_path):
     out = tmp_path / "parts"
     procs = [_study(out, "--part", f"{i}/2", wait=False) for i in range(2)]
@@ -140,6 +142,7 @@ def test_parallel_options_that_would_not_act_are_refused_in_one_line(serial, tmp
     assert not (tmp_path / "new").exists()
 
 
+@pytest.mark.slow  # a tiny study in 3–5 processes (about a minute)
 def test_arms_in_jobs(serial, tmp_path):
     out = tmp_path / "arms"
     shutil.copytree(serial, out)
