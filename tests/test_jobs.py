@@ -126,3 +126,39 @@ def _alive(pid: int) -> bool:
             return fh.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+HANDLED = """
+import signal, sys
+from catsim import jobs
+from catsim.signals import Terminated, on_sigterm
+signal.signal(signal.SIGTERM, on_sigterm)  # as the catsim command does
+child = '''
+import os, pathlib, signal, sys, time
+def stop(*_):
+    pathlib.Path(sys.argv[1] + ".stopped").write_text("clean")
+    sys.exit(130)
+signal.signal(signal.SIGTERM, stop)
+pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
+time.sleep(120)
+'''
+try:
+    jobs.run_jobs([jobs.Job(f"j{i}", (sys.executable, "-c", child, f"{sys.argv[1]}/pid{i}")) for i in range(2)],
+                  workers=2, say=print)
+except Terminated:
+    sys.exit(143)
+"""
+
+
+def test_a_terminated_parent_stops_its_jobs_cleanly_and_waits_for_them(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-c", HANDLED, str(tmp_path)])
+    pids = [tmp_path / "pid0", tmp_path / "pid1"]
+    deadline = time.monotonic() + 60
+    while not all(p.is_file() and p.read_text() for p in pids):
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGTERM)
+    assert parent.wait(timeout=60) == 143
+    # run_jobs sent each job SIGTERM (its handler ran) and waited for it before the parent left
+    assert [(tmp_path / f"pid{i}.stopped").read_text() for i in range(2)] == ["clean", "clean"]
+    assert not any(_alive(int(p.read_text())) for p in pids)
