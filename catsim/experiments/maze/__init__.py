@@ -9,4 +9,5 @@
   summaries    writing and checking the summary files;  check: `--report`'s check of them
   provenance   which set-up (machine, versions) each run ran on
   report       report.md and the figures;  arms_report: its arms' part
+  parallel     the runs several at once (`--jobs`) and across hosts (`--part`);  worker: one such job
 """
