@@ -32,9 +32,16 @@ modulates" both. Every formula above is from the authors' code, repository Yu7-c
     to 1; so grpo_weight = 2 − t/T ≠ 2.0 at every training step t ≥ 1, the gate never fires, and
     the released scripts train plain GRPO. The schedule's value is read by nothing but that
     gate (nothing interpolates between the two advantages).
-What catsim does: it applies the re-weighting at EVERY step, with no schedule, which is the method
-the paper describes (the abstract's always-on modulation; the B-driven mix is itself the
-curriculum). Copying the gate would make an A-GRAE run a GRPO run under another name.
+What catsim does: it applies the re-weighting at EVERY step, with no schedule: the method as the
+paper's readable text describes it (A-GRAE "dynamically modulates" the advantages through training;
+nothing read there says it acts at one step only, and the B-driven mix is itself the curriculum).
+Copying the gate would make an A-GRAE run a GRPO run under another name.
+
+B, by caller: `catsim llm rl` takes it over the step's groups that carry loss, the plug-ins' host
+function over the scorable groups of the batch it is handed, and the simulator, one prompt per step,
+from that one group, so B = p there: a rare success is then damped by min(1, p) (N = 8, c = 1, ε = 0:
+A_correct = 0.26 where GRPO gives 2.65), where a batch of many prompts damps it by the batch's
+accuracy instead. A screen that compares the simulator with a trainer should keep this in mind.
 
 Deliberate differences from the authors' code, at group sizes their runs never use (n = 8 there):
 a group of ONE sample gets 0 here (as under every catsim rule that compares a sample with its
