@@ -87,8 +87,6 @@ SMALLER: dict[str, str] = {
     "catsim sweep --scenario paper --group-size 2,32,256,8192,131072 --seeds 1 --log-every 50 "
     "--out runs/app-j/paper": "--group-size 2,32 --steps 50",
     "catsim sweep --study horizons --out runs/horizons": "--group-size 8 --seeds 1 --steps 20",
-    "catsim sweep --study horizons --group-size 8,256 --steps 2000 --seeds 2 --out runs/h-small":
-        "--group-size 8 --seeds 1 --steps 20",
     'res = simulate(scenario("paper"), group_sizes=[2, 256, 131072], gammas=[0, 1], seeds=4)':
         'res = simulate(__import__("dataclasses").replace(scenario("paper"), steps=20), '
         "group_sizes=[2, 256], gammas=[0, 1], seeds=1)",
@@ -109,7 +107,6 @@ SMALLER: dict[str, str] = {
     "catsim llm eval runs/base runs/grpo/model runs/fgrpo/model --samples 64 --k 1,4,16,64 --base runs/base "
     "--test --ledger --save eval.json": "--samples 4 --k 1,4 --prompts 4 --rare-prompts 2 --rare-samples 4",
     "catsim llm pipeline --out runs/pipeline": PIPELINE,
-    "catsim llm pipeline --out runs/quick --quick": PIPELINE,
     "catsim llm pipeline --out runs/p --tasks maze --base-model maze=runs/base "
     "--runs grpo:8,f-grpo:8,grpo-lowlr:8 --seeds 0,1,2": "--quick --runs grpo:2,f-grpo:2 --seeds 0 --rl-steps 2 "
                                                           "--rollouts-per-step 4 --eval-samples 4 --eval-prompts 4",
@@ -169,6 +166,8 @@ SKIPPED: dict[str, str] = {
     "done; wait": "the end of the 4-GPU loop",
     'reproduce("runs/reproduce", quick=True)': "a reduced Fig. 2 sweep (minutes); "
         "tests/test_sim_sweep.py::test_reproduce_entry_point runs it on a tiny scenario",
+    "catsim sweep --study horizons --group-size 8,256 --steps 2000 --seeds 2 --out runs/h-small":
+        "with the smaller flags of the page's `--study horizons` command it is that run again (another --out)",
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --cells fig2":
         "with the smaller --cells 8:20 in place of fig2 it is the command above, run again",
     "PYTHONPATH=. python benchmarks/bench_vs_jax_loop.py --full-grid --keep /tmp/grid":
@@ -182,6 +181,8 @@ SKIPPED: dict[str, str] = {
     "catsim reproduce --skip lemma,mass,verify,sim --write-references --runs /work/runs/v5":
         "a record of how the published run was made (the authors' /work/runs, publishing into figures/)",
     # the trainer
+    "catsim llm pipeline --out runs/quick --quick":
+        "with the smaller flags (which include --quick) it is the page's previous pipeline run again (another --out)",
     "catsim llm advise-study --out runs/advise-study --figures figures/advise-study":
         "tests/test_llm_advise.py's `study` fixture runs it with --quick (the same run, ~30 s)",
     "catsim llm maze-study --out figures/maze-study/cpu --preset cpu --max-runs 4":
