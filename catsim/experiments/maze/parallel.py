@@ -35,6 +35,7 @@ from pathlib import Path
 
 from catsim.errors import CatsimError
 from catsim.experiments.maze import study
+from catsim.experiments.maze.pieces import read_base, read_run
 from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
 from catsim.jobs import Job, check_layout, run_jobs, share
 
@@ -71,7 +72,7 @@ def my_units(sp: StudyPreset, arms=None, part: tuple[int, int] | None = None) ->
 def _finished(sp: StudyPreset, out: Path, unit: Unit, say) -> bool:
     if unit.arm is None:
         method, n, gamma, seed = unit.run
-        return study.read_run(sp, out / f"s{seed}", method, n, gamma, seed, say) is not None
+        return read_run(sp, out / f"s{seed}", method, n, gamma, seed, say) is not None
     from catsim.experiments.maze.arms import read_arm_run
 
     return read_arm_run(sp, out, unit.arm, unit.seed, say) is not None
@@ -101,7 +102,7 @@ def warm_ups(out: Path, sp: StudyPreset, seeds, *, progress, say) -> None:
     for seed in sorted(set(seeds)):
         sdir = out / f"s{seed}"
         bases: dict = {}
-        if study.read_base(sp, sdir, lambda _: None) is not None and (sdir / "base" / "config.json").is_file():
+        if read_base(sp, sdir, lambda _: None) is not None and (sdir / "base" / "config.json").is_file():
             continue  # finished: nothing to lock
         with _locked(sdir / LOCK_FILE):  # another part may be training it: wait, then read it
             study.ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
