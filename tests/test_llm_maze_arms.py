@@ -339,3 +339,22 @@ def test_docs_table_is_the_arm_table():
     assert all(a.what for a in cpu_arms())
     # the docs' line makes no run: arms that differ only in it are the same arm
     assert Arm("x", what="one") == Arm("x", what="two")
+
+
+def test_the_rule_zoo_trains_every_registry_rule():
+    """Every rule of the registry (a new one included) has a zoo arm, or the table says why not;
+    each zoo arm's screen row exists in the simulator's methods study, and its options build a run."""
+    from catsim.experiments import methods as methods_study
+    from catsim.experiments.maze.arm_table import NOT_IN_ZOO, zoo_arms
+    from catsim.objectives import registry
+
+    zoo = zoo_arms()
+    assert set(registry.NAMES) - {a.rule for a in zoo} == set(NOT_IN_ZOO)
+    assert set(NOT_IN_ZOO) <= set(registry.NAMES)
+    rows = {m.name for m in methods_study.METHODS}
+    assert all(a.screen in rows for a in zoo if a.screen)
+    from catsim.experiments.maze.arm_table import cpu_arms
+    assert all(a in cpu_arms() for a in zoo) and all(not a.study_run and a.seeds == 3 for a in zoo)
+    for a in zoo:
+        cfg = maze_arms.arm_config(maze_presets.cpu(), a, 0, 26)
+        assert cfg.group_size == 8 and cfg.method_spec() is not None, a.name

@@ -18,7 +18,9 @@ def test_binary_advantages_come_from_the_registry(name):
     cfg = RLConfig.from_flat(group_size=4, advantage=name, passk_k=2, w_reinforce_lambda=0.2)
     got, _, _ = compute_advantages(SCORES, cfg, 0.0)
     rule = registry.get(name)
-    opts = registry.Options(k=2, w_reinforce_lambda=0.2, eps=cfg.objective.adv_eps)
+    # the trainer's GRPO std is the sample one (ddof 1) by default: rules that read it get it too
+    opts = registry.Options(k=2, w_reinforce_lambda=0.2, eps=cfg.objective.adv_eps,
+                            ddof=1 if cfg.objective.adv_std == "sample" else 0)
     batch_mean = registry.batch_mean(jnp.asarray(SCORES))  # B of a batch-level rule (A-GRAE): every group
     want = np.stack([np.asarray(rule.advantages(jnp.asarray(r), opts, batch_mean)) for r in SCORES])
     np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -31,6 +31,8 @@ class Arm:
     study_run: tuple = ()  # (method, γ) of the study run this arm is: read, never trained
     compare: tuple = ("grpo", "f-grpo-g0.5")  # the arms each is tested against
     what: str = field(default="", compare=False)  # one line for the docs' table; makes no run
+    rule: str = field(default="", compare=False)  # a rule-zoo arm: the rule it trains (leaderboard)
+    screen: str = field(default="", compare=False)  # its row of the simulator's methods study ("" = none)
 
     def settings(self) -> dict:
         """What makes the arm's runs (their eval.json records it; another is recomputed)."""
@@ -83,6 +85,47 @@ def cpu_arms() -> tuple[Arm, ...]:
         Arm("f-grpo-g0.5-6000", {"gamma": 0.5}, steps=6000, seeds=3, curve_every=500,
             compare=("grpo-6000", "f-grpo-g0.5"),
             what="the horizon: F-GRPO γ = 0.5 for 6,000 steps, pass@k every 500 steps (as `grpo-6000`)"),
+        *zoo_arms(),
+    )
+
+
+# the registry's rules the zoo does not train as an arm of their own, and why
+NOT_IN_ZOO = {"grpo": "the study's GRPO run is the zoo's reference",
+              "mean_centred": "the same r − r̄ as dr_grpo, which the arm dr-grpo trains"}
+
+
+def zoo_arms() -> tuple[Arm, ...]:
+    """The rule zoo: every rare-solution rule that trains at N = 8, as GRPO with the rule in place of
+    its advantage (or the rule's own method), at its authors' published defaults — the methods
+    study's where they have none (k = 4, β = 0.25, λ = 0.1) — fixed before any held-out evaluation;
+    3 seeds × 2,000 steps, tested against GRPO and F-GRPO γ = 0.5. `screen` names the rule's row of
+    the simulator's methods study (`catsim.experiments.methods`), which the screen compares with.
+    The registry's `grpo` is the study's GRPO run; its `mean_centred` is `dr_grpo`'s r − r̄ (the arm
+    `dr-grpo` trains it, with Dr.GRPO's constant-sum loss)."""
+    def rule(name, options, rule_name, screen, what):
+        return Arm(name, options, rule=rule_name, screen=screen, what=what)
+
+    return (
+        rule("maxrl", {"advantage": "maxrl"}, "maxrl", "MaxRL", "MaxRL: A = (r − p̂)/(p̂ + ε)"),
+        rule("passk-training-k4", {"advantage": "passk_training", "passk_k": 4}, "passk_training",
+             "Pass@k Training", "Pass@k Training, k = 4"),
+        rule("pkpo-k4", {"advantage": "pkpo", "passk_k": 4}, "pkpo", "PKPO", "PKPO s^(loo−1), k = 4"),
+        rule("pkpo-mean-k4", {"advantage": "pkpo_mean", "passk_k": 4}, "pkpo_mean", "PKPO mean-centred",
+             "PKPO mean-centred, k = 4"),
+        rule("passk-best", {"advantage": "passk_best"}, "passk_best", "pass@k best",
+             "the best-sample pass@k rule (moves only groups with one correct sample)"),
+        rule("unlikeliness-b0.25", {"unlikeliness_beta": 0.25}, "unlikeliness", "unlikeliness β=0.25",
+             "GRPO on the unlikeliness reward, β = 0.25"),
+        rule("w-reinforce-l0.1", {"advantage": "w_reinforce", "w_reinforce_lambda": 0.1}, "w_reinforce",
+             "W-REINFORCE λ=0.1", "W-REINFORCE, λ = 0.1"),
+        rule("nsr", {"advantage": "nsr"}, "nsr", "NSR", "NSR: −1 on wrong samples only"),
+        rule("psr", {"advantage": "psr"}, "psr", "PSR", "PSR: +1 on correct samples only"),
+        rule("dr-grpo", {"method": "dr_grpo"}, "dr_grpo", "Dr.GRPO", "`--method dr_grpo`: r − r̄, constant-sum loss"),
+        rule("asym-grpo", {"method": "asym-grpo"}, "asym-grpo", "",
+             "`--method asym-grpo`: the second article's confidence-weighted GRPO, every component on"),
+        rule("agrae", {"advantage": "agrae"}, "agrae", "A-GRAE", "A-GRAE (batch-accuracy mix, clamped positives)"),
+        rule("inverse-success", {"advantage": "inverse_success"}, "inverse_success", "inverse-success α=1",
+             "inverse-success calibration: positive GRPO advantages × (G − |S⁺|)"),
     )
 
 
