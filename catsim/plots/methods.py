@@ -62,7 +62,7 @@ def plot_frontier(study, path) -> Path:
         front = set(study.frontier(j))
         trained = study.trained()[:, j]
         for i, name in enumerate(study.methods):
-            ax.scatter(q[i, j], m[i, j], color=cmap(i % 20), s=28, label=name if j == 0 else None,
+            ax.scatter(q[i, j], m[i, j], color=cmap(i % 20), s=28,
                        edgecolors=("k" if i in front else "none") if trained[i] else None,
                        linewidths=1.2, zorder=3, marker="o" if trained[i] else "x")
         order = sorted(front, key=lambda i: q[i, j])
@@ -73,7 +73,12 @@ def plot_frontier(study, path) -> Path:
         ax.grid(alpha=0.3)
     for ax in list(axes.flat)[len(study.group_sizes):]:
         ax.axis("off")
-    fig.legend(loc="lower center", ncol=5, fontsize=7, bbox_to_anchor=(0.5, -0.02 - 0.03 * rows))
     fig.suptitle("Mret vs Qpos per N (ringed: on the frontier; x: the rule hardly moved the policy)")
     fig.tight_layout()
+    # one plain marker per method (not the first panel's ring), under the panels, clear of their labels
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], ls="", marker="o", ms=5, color=cmap(i % 20)) for i in range(len(study.methods))]
+    fig.legend(handles, study.methods, loc="upper center", ncol=5, fontsize=7, bbox_to_anchor=(0.5, 0.0),
+               frameon=False)
     return save_figure(fig, path, dpi=120, bbox_inches="tight")
