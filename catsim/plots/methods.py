@@ -61,7 +61,7 @@ def plot_frontier(study, path) -> Path:
         ax = axes.flat[j]
         front = set(study.frontier(j))
         trained = study.trained()[:, j]
-        for i, name in enumerate(study.methods):
+        for i in range(len(study.methods)):
             ax.scatter(q[i, j], m[i, j], color=cmap(i % 20), s=28,
                        edgecolors=("k" if i in front else "none") if trained[i] else None,
                        linewidths=1.2, zorder=3, marker="o" if trained[i] else "x")
