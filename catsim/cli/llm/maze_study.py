@@ -72,6 +72,10 @@ def register(subparsers) -> None:
                              "split of `catsim sweep --part`, so every part must get the same options) and write no "
                              "summary; when every part is done, the same command without --part writes results.json "
                              "(arms.json) (default: every run)")
+    parser.add_argument("--screen", metavar="METHODS_JSON",
+                        help="keep the simulator's numbers for the rule zoo's screen in OUT/screen.json: a methods "
+                             "study's methods.json (`catsim sweep --study methods`, with N = 8), read at N = 8 for "
+                             "GRPO and every rule arm's row; trains nothing; with --report, before it (default: off)")
     parser.add_argument("--report", metavar="DIR",
                         help="write report.md, the figures and a copy of results.json from OUT/results.json into DIR, "
                              "run nothing; refused when a summary file disagrees with the runs in OUT (default: off)")
@@ -108,10 +112,15 @@ def run(args) -> int:
         "--trainer trl" if args.trainer == "trl" else "--part" if args.part is not None else None
     if args.format != "table" and other:
         raise CatsimError(f"--format {args.format} reads the study's table, which {other} does not print")
+    if args.screen is not None:
+        _write_screen(args)
+        if not args.report:
+            return 0
     if args.report:
         from catsim.experiments.maze.arms import load_arms
         from catsim.experiments.maze.check import check_summaries
         from catsim.experiments.maze.report import write_report
+        from catsim.experiments.maze.screen import load_screen
         from catsim.experiments.maze.study import load_results
         from catsim.experiments.maze.trl import load_trl
 
@@ -120,7 +129,8 @@ def run(args) -> int:
         arms, trl = load_arms(args.out), load_trl(args.out)
         check_summaries(args.out, results, arms, trl)  # what is published says what the runs say
         check_output_path(f"{args.report}/report.md", "--report")
-        print(f"report: {write_report(results, args.report, study_dir=args.out, arms=arms, trl=trl)}")
+        screen = load_screen(args.out)
+        print(f"report: {write_report(results, args.report, study_dir=args.out, arms=arms, trl=trl, screen=screen)}")
         return 0
     sp = preset_from_args(args)  # every check before any work
     check_output_path(f"{args.out}/study.json", "--out")
@@ -177,6 +187,23 @@ def _say_part(args) -> None:
     if args.part is not None:
         print(f"part {args.part} done; when every part is done, the same command without --part writes the summary "
               f"({args.out}/{'arms.json' if args.arms is not None else 'results.json'})")
+
+
+def _write_screen(args) -> None:
+    """--screen: OUT/screen.json from a methods study (the preset's rule arms name its rows); trains nothing."""
+    from catsim.experiments.maze.arms import arm_set
+    from catsim.experiments.maze.screen import SCREEN_FILE, write_screen
+    from catsim.experiments.maze.study import load_results
+
+    runs = [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
+                                     ("--max-runs", args.max_runs is not None), ("--part", args.part is not None),
+                                     ("--jobs", args.jobs != 1)) if given]
+    if runs:
+        raise CatsimError(f"--screen trains nothing: {runs[0]} does not go with it")
+    results = load_results(args.out)  # a study's folder (one line otherwise)
+    name = results["preset"]["name"].removesuffix("-paper-shapes")
+    write_screen(args.out, args.screen, arm_set(name))
+    print(f"screen: {args.out}/{SCREEN_FILE}")
 
 
 def _check_report_args(args, results: dict) -> None:

@@ -184,7 +184,8 @@ def collect_arms(out: Path, sp: StudyPreset, arms, say=print, tests: list[dict] 
     tests = arm_tests(sp, arms, by_arm, done, stored=tests)
     return {"preset": json.loads(json.dumps(dataclasses.asdict(sp))),
             "arms": [{"name": a.name, **a.settings(), "seeds": a.seeds, "study_run": list(a.study_run),
-                      "compare": list(a.compare)} for a in arms],
+                      "compare": list(a.compare), **({"rule": a.rule, "screen": a.screen} if a.rule else {})}
+                     for a in arms],
             "runs": runs, "pending": pending, "summary": summary, "tests": tests,
             "claims": judge_claims(tests, sp, {a.name for a in arms}), "headline": headline(tests, arms, sp)}
 

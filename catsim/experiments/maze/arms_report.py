@@ -17,6 +17,7 @@ from catsim.plots import maze_arms as plots
 from catsim.plots.maze_study import warm_up_on_curve_mazes
 
 FIGURES = ("arms_frontier.png", "arms_horizon.png")
+RULE_FIGURES = ("rules_frontier.png", "rules_screen.png")
 
 
 def _pts(x: float) -> str:
@@ -45,14 +46,16 @@ def _test(arms: dict, arm: str, ref: str, k: int) -> dict | None:
 
 
 def table_lines(arms: dict, m: int) -> list[str]:
-    """Every arm's seed-mean pass@1 and pass@m (± seed std), and its Δ against GRPO and F-GRPO γ = 0.5
-    in points with the paired test's p (sig.: p < α)."""
+    """Every arm's but the rule zoo's (`rules_lines`) seed-mean pass@1 and pass@m (± seed std), and its
+    Δ against GRPO and F-GRPO γ = 0.5 in points with the paired test's p (sig.: p < α)."""
     by = {a["name"]: a for a in arms["arms"]}
     lines = [f"| arm | N | steps | updates | seeds | pass@1 | pass@{m} | greedy | Δπ(solution) | s/step | "
              f"Δ pass@1 vs GRPO | Δ pass@{m} vs GRPO | Δ pass@1 vs F-GRPO | Δ pass@{m} vs F-GRPO |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in arms["summary"]:
         a = by[s["arm"]]
+        if a.get("rule"):
+            continue
         lines.append(f"| {s['arm']} | {a['group_size']} | {a['steps'] or arms['preset']['rl_steps']} | "
                      f"{a['updates'] or 1} | {len(s['seeds'])}/{a['seeds']} | {_spread(s, '1')} | {_spread(s, str(m))} | "
                      f"{100 * s['greedy_solve_rate']:.1f} | {_change(s)} | "
@@ -121,8 +124,10 @@ def horizon_lines(arms: dict, results: dict, m: int) -> list[str]:
     return lines
 
 
-def arms_section(arms: dict, results: dict, stage: Path) -> tuple[list[str], tuple[str, ...]]:
-    """The report's arms section and the figures it draws into `stage`."""
+def arms_section(arms: dict, results: dict, stage: Path,
+                 screen: dict | None = None) -> tuple[list[str], tuple[str, ...]]:
+    """The report's arms section and the figures it draws into `stage` (`screen`: the study's
+    screen.json, the simulator's numbers for the rule zoo)."""
     m = arms["preset"]["test_m"]
     plots.plot_frontier(arms, results, stage / FIGURES[0], m)
     plots.plot_horizon(arms, results, stage / FIGURES[1], ks=(1, min(m, arms["preset"]["curve_n"])))
@@ -146,4 +151,83 @@ def arms_section(arms: dict, results: dict, stage: Path) -> tuple[list[str], tup
     if arms["pending"]:
         lines += [f"Pending ({len(arms['pending'])} runs): " + ", ".join(arms["pending"]) + ".", ""]
     lines += [f"![{f}]({f})" for f in FIGURES] + [""]
-    return lines, FIGURES
+    drawn = FIGURES
+    if any(a.get("rule") for a in arms["arms"]):
+        rule_lines, rule_figures = rules_section(arms, results, stage, screen)
+        lines += rule_lines
+        drawn += rule_figures
+    return lines, drawn
+
+
+def leaderboard_lines(arms: dict, m: int, screen: dict | None) -> list[str]:
+    """The rule zoo's finished arms, best Δpass@m against GRPO first: pass@1 and pass@m (seed mean ±
+    std), both Δs against GRPO and F-GRPO γ = 0.5 with their tests, and the simulator's changes."""
+    rules = {a["name"]: a for a in arms["arms"] if a.get("rule")}
+    done = [s for s in arms["summary"] if s["arm"] in rules]
+    if not done:
+        return ["No rule arm has finished a seed yet."]
+
+    def gain(s):
+        t = _test(arms, s["arm"], "grpo", m)
+        return -np.inf if t is None else t["delta"]
+
+    sim = (screen or {}).get("rows", {})
+    base = sim.get("GRPO")
+    lines = [f"| rank | rule arm | seeds | pass@1 | pass@{m} | Δ pass@{m} vs GRPO | Δ pass@1 vs GRPO | "
+             f"Δ pass@{m} vs F-GRPO | Δ pass@1 vs F-GRPO | simulator N = 8: Δ Mret / Δ Qpos |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for i, s in enumerate(sorted(done, key=gain, reverse=True), 1):
+        a, row = rules[s["arm"]], sim.get(rules[s["arm"]].get("screen") or "")
+        simulated = (f"{row['mret'] - base['mret']:+.3f} / {row['qpos'] - base['qpos']:+.3f}"
+                     if row and base else "–" if screen is None or not a.get("screen") else "no row")
+        lines.append(f"| {i} | {s['arm']} | {len(s['seeds'])}/{a['seeds']} | {_spread(s, '1')} | {_spread(s, str(m))} | "
+                     + " | ".join(_cell(_test(arms, s["arm"], ref, k)) for ref in ("grpo", "f-grpo-g0.5")
+                                  for k in (m, 1)) + f" | {simulated} |")
+    return lines
+
+
+def screen_lines(rows: list[dict], result: dict, m: int) -> list[str]:
+    """The screen's verdicts, with the rule they follow and the rules it misplaces."""
+    from catsim.experiments.maze import screen as sc
+
+    def said(c, what):
+        if c["rho"] is None:
+            return f"- {what}: undecided ({c['n']} rules with both numbers; it needs 3 with an order on each side)."
+        return (f"- {what}: Spearman ρ = {c['rho']:+.2f} over {c['n']} rules, one-sided permutation p = "
+                f"{c['p_value']:.3g} ({'every pairing' if c['exact'] else f'{sc.RESAMPLES:,} pairings'}): "
+                f"**the simulator {c['verdict']}**.")
+
+    lines = [f"Rule (fixed in catsim/experiments/maze/screen.py before the rule arms ran): the screen predicts "
+             f"when Spearman's ρ between the simulator's change against GRPO at N = {sc.SIM_N} and the Maze's "
+             f"is positive with a one-sided permutation p < {sc.ALPHA}; a rule is misplaced when its two ranks "
+             "differ by more than a third of the rules.", "",
+             said(result["pass_m"], f"Mret → Maze pass@{m}"), said(result["pass_1"], "Qpos → Maze pass@1")]
+    if result["misplaced"]:
+        lines.append("- Misplaced: " + ", ".join(f"{r['arm']} (simulator rank {r['sim_rank']:g}, Maze rank "
+                                                 f"{r['maze_rank']:g})" for r in result["misplaced"]) + ".")
+    return lines
+
+
+def rules_section(arms: dict, results: dict, stage: Path, screen: dict | None) -> tuple[list[str], tuple[str, ...]]:
+    """The rule zoo: its leaderboard, its pass@1-against-pass@m figure and, with the simulator's
+    numbers (screen.json), the screen's figure and verdicts."""
+    from catsim.experiments.maze import screen as sc
+
+    m = arms["preset"]["test_m"]
+    plots.plot_frontier(arms, results, stage / RULE_FIGURES[0], m, rules=True)
+    lines = ["## Which rare-solution rule keeps pass@k: the rule zoo", "",
+             "Every rule of the registry that trains at N = 8 (and asym-GRPO and the unlikeliness reward), as GRPO "
+             "with the rule's advantage at its authors' defaults (k = 4, β = 0.25, λ = 0.1 where they give none), "
+             "fixed before any held-out evaluation; 3 seeds × 2,000 steps from the same warm-ups, tested as every "
+             "arm. Ranked by Δ pass@m against GRPO (the paired test's estimate).", "",
+             *leaderboard_lines(arms, m, screen), "", f"![{RULE_FIGURES[0]}]({RULE_FIGURES[0]})", ""]
+    if screen is None:
+        return lines, RULE_FIGURES[:1]
+    rows = sc.screen_rows(screen, arms, m)
+    result = sc.judge(rows)
+    plots.plot_screen(rows, result, stage / RULE_FIGURES[1], m)
+    lines += ["### The simulator as a screen", "",
+              f"The simulator's numbers: the methods study at N = {screen['n']} ({screen['seeds']} seeds, "
+              f"{screen['steps']} steps; {screen['source']}).", "",
+              *screen_lines(rows, result, m), "", f"![{RULE_FIGURES[1]}]({RULE_FIGURES[1]})", ""]
+    return lines, RULE_FIGURES

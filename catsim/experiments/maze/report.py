@@ -261,11 +261,12 @@ def regime_lines(results: dict) -> list[str]:
 
 
 def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | None = None,
-                 arms: dict | None = None, trl: dict | None = None) -> Path:
+                 arms: dict | None = None, trl: dict | None = None, screen: dict | None = None) -> Path:
     """report.md, the figures and results.json in `out_dir`; returns the path of report.md.
     `study_dir`: the study directory, named in the report's commands; `arms`: the study's arms.json
     (`arms.load_arms`), reported with its own figures, and `trl` its trl.json
-    (`trl.load_trl`), the cross-trainer table: both copied beside results.json. The files
+    (`trl.load_trl`), the cross-trainer table, and `screen` its screen.json (`screen.load_screen`), the
+    simulator's numbers for the rule zoo: all copied beside results.json. The files
     are made in a temporary folder and moved into `out_dir` once all are made: a failure leaves
     nothing behind. A file an earlier report wrote that this one does not (arms.json, trl.json or
     the arms figures of a study that has none now) is removed, so the folder holds only this report."""
@@ -273,7 +274,7 @@ def write_report(results: dict, out_dir: str | Path, *, study_dir: str | Path | 
     anchor = next(p for p in (out, *out.parents) if p.exists())  # on the same file system as `out`
     stage = Path(tempfile.mkdtemp(prefix=".maze-report-", dir=anchor))
     try:
-        _write_files(results, stage, out_dir, study_dir, arms, trl)
+        _write_files(results, stage, out_dir, study_dir, arms, trl, screen)
         out.mkdir(parents=True, exist_ok=True)
         made = sorted(f.name for f in stage.iterdir())
         for name in made:
@@ -290,15 +291,16 @@ def report_files(out_dir: str | Path, study_dir: str | Path | None) -> set[str]:
     one of them removes. A report into the study directory itself never writes (so never removes)
     the study's own results.json, arms.json and trl.json."""
     from catsim.experiments.maze.arms_report import FIGURES as ARM_FIGURES
+    from catsim.experiments.maze.arms_report import RULE_FIGURES
 
-    names = {"report.md", *FIGURES, *ARM_FIGURES}
+    names = {"report.md", *FIGURES, *ARM_FIGURES, *RULE_FIGURES}
     if study_dir is None or Path(study_dir).resolve() != Path(out_dir).resolve():
-        names |= {"results.json", "arms.json", "trl.json"}
+        names |= {"results.json", "arms.json", "trl.json", "screen.json"}
     return names
 
 
 def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str | Path | None,
-                 arms: dict | None, trl: dict | None) -> None:
+                 arms: dict | None, trl: dict | None, screen: dict | None = None) -> None:
     """write_report's files, made in `stage`."""
     out = Path(out_dir)
     plots.plot_passk(results, stage / FIGURES[0])
@@ -308,7 +310,7 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
     plots.plot_pvalues(results, stage / FIGURES[3])
     if study_dir is None or Path(study_dir).resolve() != out.resolve():
         write_text(stage / "results.json", json.dumps(results, indent=1) + "\n")
-        for name, extra in (("arms.json", arms), ("trl.json", trl)):
+        for name, extra in (("arms.json", arms), ("trl.json", trl), ("screen.json", screen if arms else None)):
             if extra is not None:
                 write_text(stage / name, json.dumps(extra, indent=1) + "\n")
     arm_lines = []
@@ -319,7 +321,7 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
     if arms is not None:
         from catsim.experiments.maze.arms_report import arms_section
 
-        arm_lines = arms_section(arms, results, stage)[0] + arm_lines
+        arm_lines = arms_section(arms, results, stage, screen)[0] + arm_lines
     p = results["preset"]
     prov = results.get("provenance", {})
     study = study_dir if study_dir is not None else "STUDY_DIR"
@@ -344,6 +346,8 @@ def _write_files(results: dict, stage: Path, out_dir: str | Path, study_dir: str
               if arms is not None else []),
             *([f"catsim llm maze-study --out {study} --preset {p['name']} --trainer trl --max-runs R   # TRL"]
               if trl is not None else []),
+            *([f"catsim llm maze-study --out {study} --screen {screen['source']}   # the simulator's numbers"]
+              if screen is not None and arms is not None else []),
             f"catsim llm maze-study --out {study} --report {out_dir}", "```", "",
             (f"RL wall time per step, mean over runs: {np.mean(rl):.3f} s (range {min(rl):.3f}–{max(rl):.3f} s)."
              if rl else ""),
