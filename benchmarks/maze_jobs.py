@@ -14,9 +14,9 @@ up to the cores found. Runs per hour = J × 3600 / wall seconds of the layout; t
 J = 1 at default threads. Writes every number as JSON to --out and prints one markdown table row
 per layout. On a shared machine read the ratios with `uptime`'s load (printed).
 
-Measured: not yet by this script (the lead runs it alone). The issue's figures on this 2-core
-machine (300 steps): J = 1 default threads 58.8–62.5 s, J = 1 one thread 92.6 s, J = 2 one thread
-each 95.8 s for both runs — 1.25× the runs per hour of J = 1 at default threads.
+Measured alone on this 2-core machine (AMD EPYC, 2026-12-06, 300 steps; the JSON is
+benchmarks/results/maze_jobs_2core.json): J = 1 default threads 89.1 s, J = 1 one thread 139.8 s,
+J = 2 one thread each 145.7 s for both runs — 1.22× the runs per hour of J = 1 at default threads.
 """
 
 from __future__ import annotations

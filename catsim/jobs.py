@@ -19,9 +19,9 @@
   SIGTERM too (Linux: the parent-death signal). Each job must commit its own work, so nothing a job
   finished is lost and a rerun resumes the rest.
 
-Measured (issue text, a 2-core machine, the Maze study's CPU workload): one run at default threads
-58.8–62.5 s; one run at one thread 92.6 s; two one-thread runs at once 95.8 s — 1.25× the runs per
-hour of one run at a time at default threads (`benchmarks/maze_jobs.py` measures it on any machine).
+Measured by `benchmarks/maze_jobs.py` (a 2-core machine, the Maze study's CPU workload, 300 steps a
+run): one run at default threads 89.1 s; one run at one thread 139.8 s; two one-thread runs at once
+145.7 s — 1.22× the runs per hour of one run at a time at default threads (docs/cluster.md).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ def register(subparsers) -> None:
                              "run is committed when it ends, a killed call loses no finished run and a rerun resumes. "
                              "Default 1: one run at a time in this process at XLA's default threads, as the "
                              "published runs were made. Measured on 2 cores (the CPU study's runs): 2 one-thread "
-                             "jobs made 1.25x the runs per hour of one default-thread run, but a run at another "
+                             "jobs made 1.22x the runs per hour of one default-thread run, but a run at another "
                              "thread count differs from it in its last bits, so the default keeps a study's runs "
                              "as they were made (benchmarks/maze_jobs.py measures a machine)")
     parser.add_argument("--threads-per-job", type=positive_int, metavar="T",
