@@ -66,6 +66,9 @@ TINY_RL = ("--steps 2 --prompts-per-step 2 --group-size 2 --max-new-tokens 8 "
            "--heldout-every 0 --no-progress")
 
 SMALLER: dict[str, str] = {
+    # docs/which-rule.md: the screen at N = 8, a few steps of every rule
+    "catsim sweep --study methods --group-size 8 --seeds 4 --out runs/screen":
+        "--num-actions 64 --num-correct 8 --steps 4 --log-every 1 --seeds 1 --no-progress",
     # README.md's tour and the commands around it
     "catsim reproduce --quick": "--skip mass,verify,sim,llm",
     "catsim llm rl --base figures/maze-study/cpu/s0/base --out runs/tour/grpo --method grpo --steps 400 "
@@ -127,6 +130,9 @@ CLUSTER = "needs a GPU cluster (several nodes, /models and /shared on them)"
 RECIPE = "the GPU recipe: a 1.5B checkpoint in /models and the user's math file"
 INSTALL = "installs packages (the suite runs in an environment that has them)"
 SKIPPED: dict[str, str] = {
+    "catsim llm maze-study --out figures/maze-study/cpu --arms my-rule --jobs 2":
+        "an arm of the reader's own (one row added to arm_table first), hours of training; "
+        "tests/test_maze_parallel.py runs arms in jobs on the tiny preset",
     'pip install -e ".[dev]"': INSTALL,
     'pip install -e ".[test]"': INSTALL,
     "pip install -e .": INSTALL,

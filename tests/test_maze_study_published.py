@@ -27,6 +27,7 @@ from catsim.experiments.maze import presets as maze_presets
 from catsim.experiments.maze import stats, study
 from catsim.experiments.maze import trl as maze_trl
 from catsim.experiments.maze.report import write_report
+from catsim.experiments.maze.screen import load_screen, write_screen
 
 pytestmark = pytest.mark.published
 
@@ -61,7 +62,7 @@ def test_results_and_report_are_those_of_the_committed_runs(published, tmp_path)
         assert match == [t]
     assert len(now) == 2 * 2 + 3 * 2
     write_report(published, tmp_path, study_dir="figures/maze-study/cpu", arms=maze_arms.load_arms(STUDY),
-                 trl=maze_trl.load_trl(STUDY))
+                 trl=maze_trl.load_trl(STUDY), screen=load_screen(STUDY))
     made = (tmp_path / "report.md").read_text().replace(f"--report {tmp_path}", "--report figures/maze-study")
     assert made == (REPORT / "report.md").read_text()
 
@@ -131,7 +132,7 @@ def test_arms_are_those_of_the_committed_runs():
         assert committed[key] == value, key
     by_arm = {a.name: [r for r in committed["runs"] if r["arm"] == a.name] for a in arms}
     done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
-    some = [a for a in ("grpo-entropy", "f-grpo-g0.5") if a in done]
+    some = [a for a in ("grpo-entropy", "f-grpo-g0.5", "pkpo-k4") if a in done]  # pkpo-k4: a rule zoo arm
     again = json.loads(json.dumps(maze_arms.arm_tests(sp, arms, by_arm, done, only=some)))
     assert again and again == [t for t in committed["tests"] if t["arm"] in some]
     assert json.loads((REPORT / "arms.json").read_text()) == committed  # the report's copy
@@ -173,7 +174,8 @@ def test_the_docs_arms_table_quotes_arms_json():
     committed = _published_arms()
     text = (ROOT / "docs" / "llm-maze-study.md").read_text()
     section = text.split("### Where the arms stand", 1)[1].split("\n#", 1)[0]
-    summary = {s["arm"]: s for s in committed["summary"]}
+    zoo = {a["name"] for a in committed["arms"] if a.get("rule")}  # docs/which-rule.md quotes those
+    summary = {s["arm"]: s for s in committed["summary"] if s["arm"] not in zoo}
     tests = {(t["arm"], t["reference"], str(t["k"])): t for t in committed["tests"]}
     m = str(committed["tests"][0]["m"])
     rows = 0
@@ -204,3 +206,44 @@ def test_the_committed_summaries_say_what_their_runs_say():
     from catsim.experiments.maze.check import check_summaries
 
     check_summaries(STUDY, study.load_results(STUDY), maze_arms.load_arms(STUDY), maze_trl.load_trl(STUDY))
+
+
+def test_the_screen_holds_the_methods_studys_numbers(tmp_path):
+    """screen.json's simulator numbers are figures/methods/methods.json's at N = 8 (the committed
+    methods study, which tests/test_methods_published.py checks), and the report's copy is it."""
+    committed = load_screen(STUDY)
+    if committed is None:
+        pytest.skip("no screen.json published yet")
+    again = write_screen(tmp_path, Path(__file__).resolve().parents[1] / committed["source"], maze_arms.arm_set("cpu"))
+    assert again["rows"] == committed["rows"] and committed["n"] == 8
+    assert json.loads((REPORT / "screen.json").read_text()) == committed
+
+
+def test_the_rule_page_quotes_the_leaderboard():
+    """docs/which-rule.md's leaderboard: every finished rule arm, each number arms.json's (pass@1,
+    pass@m, Δ against GRPO with its p) or screen.json's (the simulator's changes at N = 8)."""
+    committed, screen = _published_arms(), load_screen(STUDY)
+    text = (ROOT / "docs" / "which-rule.md").read_text()
+    arms = {a["name"]: a for a in committed["arms"] if a.get("rule")}
+    summary = {s["arm"]: s for s in committed["summary"] if s["arm"] in arms}
+    tests = {(t["arm"], t["reference"], str(t["k"])): t for t in committed["tests"]}
+    m = str(committed["preset"]["test_m"])
+    seen = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not cells or cells[0].strip("`") not in arms:
+            continue
+        arm = cells[0].strip("`")
+        s, seen = summary[arm], seen + [arm]
+        assert int(cells[1]) == len(s["seeds"]), line
+        assert _number(cells[2]) == pytest.approx(100 * s["pass_at_k"]["1"], abs=0.051), line
+        assert _number(cells[3]) == pytest.approx(100 * s["pass_at_k"][m], abs=0.051), line
+        for cell, k in ((cells[4], m), (cells[5], "1")):
+            t = tests[(arm, "grpo", k)]
+            assert _number(cell) == pytest.approx(100 * t["delta"], abs=0.051), line
+            p = "p < 10⁻⁴" if t["p_value"] == 0 and t["iterations"] == 10_000 else f"p = {t['p_value']:.2g}"
+            assert cell.endswith(f"({p})"), line
+        sim, base = screen["rows"].get(arms[arm]["screen"]), screen["rows"]["GRPO"]
+        want = "–" if sim is None else f"{sim['mret'] - base['mret']:+.3f} / {sim['qpos'] - base['qpos']:+.3f}"
+        assert cells[6].replace("−", "-") == want, line
+    assert sorted(seen) == sorted(summary)  # every rule arm with results, once

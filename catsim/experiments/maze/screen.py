@@ -19,7 +19,7 @@ The rule for the verdict, written down before any rule arm ran:
 - "predicts" when ρ > 0 and p < 0.05, "does not predict" otherwise ("undecided" with fewer than 3
   rules or no order on one side); the same for the Maze Δpass@1 against the simulator's Qpos change;
 - a rule the screen misplaces: its simulator rank and its Maze rank differ by more than a third of
-  the rules (average ranks for ties).
+  the rules (average ranks for ties; none named with fewer than 3 rules).
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def judge(rows: list[dict]) -> dict:
     pass_m = rank_correlation([r["d_mret"] for r in rows], [r["d_pass_m"] for r in rows])
     pass_1 = rank_correlation([r["d_qpos"] for r in rows], [r["d_pass_1"] for r in rows])
     misplaced = []
-    if rows:
+    if len(rows) >= 3:  # fewer: the screen is undecided, no rank says anything
         sim_rank = stats.rankdata([-r["d_mret"] for r in rows])  # 1 = keeps the most
         maze_rank = stats.rankdata([-r["d_pass_m"] for r in rows])
         misplaced = [{"arm": r["arm"], "sim_rank": float(a), "maze_rank": float(b)}
