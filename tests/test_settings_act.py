@@ -11,6 +11,7 @@ from catsim.cli.args import parse_int_list
 from catsim.cli.main import main
 from catsim.errors import CatsimError
 from catsim.llm.rl import RLConfig
+from catsim.objectives import registry
 from catsim.objectives.focal import GammaSchedule
 
 SIM = ["--num-actions", "64", "--num-correct", "8", "--steps", "2"]
@@ -105,7 +106,7 @@ def test_power_of_two_group_size_as_the_help_shows_it(capsys):
     (["--weight-decay", "0.1"], "--weight-decay is read by --optimizer adamw only"),
     (["--clip-high", "0.3"], "--clip-high is read by the grpo, dapo and cispo objectives only"),
     (["--w-reinforce-lambda", "0.5"], "--w-reinforce-lambda is read by --advantage w_reinforce only"),
-    (["--adv-eps", "0.1"], "--adv-eps is read by --advantage grpo, maxrl, passk_best only"),
+    (["--adv-eps", "0.1"], f"--adv-eps is read by --advantage {', '.join(registry.EPS_NAMES)} only"),
     (["--negative-reading", "formula"], "--negative-reading is read by the asymmetric channels only"),
     (["--asym-channels", "--kl-direction", "policy_to_uniform"], "--kl-direction is read by the confidence"),
 ])
