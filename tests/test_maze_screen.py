@@ -92,6 +92,9 @@ def test_cli_screen_writes_screen_json_and_refuses_training_flags(tmp_path, caps
     assert main(["llm", "maze-study", "--out", str(out), "--screen", str(methods), "--max-runs", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--screen trains nothing: --max-runs" in err and "\n" not in err
+    # the flags --report refuses, --screen refuses too (one list): --threads-per-job would not act
+    assert main(["llm", "maze-study", "--out", str(out), "--screen", str(methods), "--threads-per-job", "1"]) == 2
+    assert "--screen trains nothing: --threads-per-job" in capsys.readouterr().err
     assert main(["llm", "maze-study", "--out", str(out), "--screen", str(tmp_path / "none.json")]) == 2
 
 

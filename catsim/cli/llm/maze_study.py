@@ -189,15 +189,22 @@ def _say_part(args) -> None:
               f"({args.out}/{'arms.json' if args.arms is not None else 'results.json'})")
 
 
+def _run_flags(args) -> list[str]:
+    """The given flags that only act when runs are trained (refused with --report and --screen)."""
+    return [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
+                                     ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)),
+                                     ("--jobs", args.jobs != 1), ("--threads-per-job", args.threads_per_job is not None),
+                                     ("--part", args.part is not None))
+            if given]
+
+
 def _write_screen(args) -> None:
     """--screen: OUT/screen.json from a methods study (the preset's rule arms name its rows); trains nothing."""
     from catsim.experiments.maze.arms import arm_set
     from catsim.experiments.maze.screen import SCREEN_FILE, write_screen
     from catsim.experiments.maze.study import load_results
 
-    runs = [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
-                                     ("--max-runs", args.max_runs is not None), ("--part", args.part is not None),
-                                     ("--jobs", args.jobs != 1)) if given]
+    runs = _run_flags(args)
     if runs:
         raise CatsimError(f"--screen trains nothing: {runs[0]} does not go with it")
     results = load_results(args.out)  # a study's folder (one line otherwise)
@@ -214,11 +221,7 @@ def _check_report_args(args, results: dict) -> None:
 
     from catsim.experiments.maze.study import settings_diff
 
-    runs = [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
-                                     ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)),
-                                     ("--jobs", args.jobs != 1), ("--threads-per-job", args.threads_per_job is not None),
-                                     ("--part", args.part is not None))
-            if given]
+    runs = _run_flags(args)
     if runs:
         raise CatsimError(f"--report runs nothing: {runs[0]} does not go with it (run without --report first)")
     if args.paper_shapes or any(v is not None for v in (args.preset, args.seeds, args.group_sizes, args.gammas)):

@@ -256,6 +256,11 @@ def headline(tests: list[dict], arms, sp: StudyPreset) -> dict | None:
     return {"arm": best["arm"], "pass_at_m": best, "pass_at_1": one}
 
 
+def find_test(arms: dict, arm: str, reference: str, k: int) -> dict | None:
+    """arms.json's test of `arm` − `reference` at k (None when it has none)."""
+    return next((t for t in arms["tests"] if (t["arm"], t["reference"], t["k"]) == (arm, reference, k)), None)
+
+
 def load_arms(out_dir: str | Path) -> dict | None:
     """The study's arms.json, or None when it has no arms; a damaged one is refused."""
     path = Path(out_dir) / ARMS_FILE

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from catsim.experiments.maze.arms import find_test as _test
 from catsim.experiments.maze.stats import p_text
 from catsim.plots import maze_arms as plots
 from catsim.plots.maze_study import warm_up_on_curve_mazes
@@ -39,10 +40,6 @@ def _spread(summary: dict, k: str) -> str:
     """Seed mean ± sample std; one seed has no spread, so its row shows the mean alone."""
     mean = f"{100 * summary['pass_at_k'][k]:.1f}"
     return mean if len(summary["seeds"]) < 2 else f"{mean} ± {100 * summary['pass_at_k_std'][k]:.1f}"
-
-
-def _test(arms: dict, arm: str, ref: str, k: int) -> dict | None:
-    return next((t for t in arms["tests"] if (t["arm"], t["reference"], t["k"]) == (arm, ref, k)), None)
 
 
 def table_lines(arms: dict, m: int) -> list[str]:

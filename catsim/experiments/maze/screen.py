@@ -33,6 +33,7 @@ from scipy import stats
 from catsim import provenance
 from catsim.errors import CatsimError
 from catsim.experiments.agreement import read_json
+from catsim.experiments.maze.arms import find_test
 from catsim.experiments.maze.summaries import write_summary
 
 SCREEN_FILE = "screen.json"
@@ -87,10 +88,6 @@ def load_screen(out_dir) -> dict | None:
     return d
 
 
-def _test(arms: dict, arm: str, k: int) -> dict | None:
-    return next((t for t in arms["tests"] if (t["arm"], t["reference"], t["k"]) == (arm, "grpo", k)), None)
-
-
 def screen_rows(screen: dict, arms: dict, m: int) -> list[dict]:
     """One row per rule arm with a simulator row and both Maze tests against GRPO (k = 1, k = m);
     an arm still pending is left out."""
@@ -98,7 +95,7 @@ def screen_rows(screen: dict, arms: dict, m: int) -> list[dict]:
     rows = []
     for a in arms["arms"]:
         sim = screen["rows"].get(a.get("screen") or "")
-        t1, tm = _test(arms, a["name"], 1), _test(arms, a["name"], m)
+        t1, tm = find_test(arms, a["name"], "grpo", 1), find_test(arms, a["name"], "grpo", m)
         if sim is None or t1 is None or tm is None:
             continue
         rows.append({"arm": a["name"], "sim": a["screen"], "mret": sim["mret"], "qpos": sim["qpos"],
