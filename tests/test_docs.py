@@ -130,6 +130,10 @@ CLUSTER = "needs a GPU cluster (several nodes, /models and /shared on them)"
 RECIPE = "the GPU recipe: a 1.5B checkpoint in /models and the user's math file"
 INSTALL = "installs packages (the suite runs in an environment that has them)"
 SKIPPED: dict[str, str] = {
+    "catsim llm maze-study --out figures/maze-study/cpu --preset cpu --arms grpo-20000,f-grpo-g0.5-20000 --jobs 2 "
+    "--max-runs 2 --stop-after 7000":
+        "a 40-minute piece of the 20,000-step horizon; tests/test_maze_carry.py runs --stop-after, --max-runs and "
+        "the continuation on a fresh clone on the tiny preset",
     "catsim llm maze-study --out figures/maze-study/cpu --arms my-rule --jobs 2":
         "an arm of the reader's own (one row added to arm_table first), hours of training; "
         "tests/test_maze_parallel.py runs arms in jobs on the tiny preset",

@@ -44,21 +44,27 @@ def plot_frontier(arms: dict, results: dict, path: str | Path, m: int, *, rules:
 
 def plot_horizon(arms: dict, results: dict, path: str | Path, ks=(1, 64)) -> Path:
     """pass@k against RL step of the arms that run past the study's horizon (checkpoint evaluations,
-    seed means; step 0 = the warm-up on the same mazes)."""
+    seed means with the seeds' range as a band; step 0 = the warm-up on the same mazes); GRPO's
+    arms in one colour, F-GRPO's in another, each horizon a line style."""
     plt = _plt()
-    long = [a["name"] for a in arms["arms"] if a["steps"]]
-    fig, axes = plt.subplots(1, len(ks), figsize=(4.6 * len(ks), 3.6), squeeze=False)
+    long = [a for a in arms["arms"] if a["steps"]]
+    styles = dict(zip(sorted({a["steps"] for a in long}, reverse=True), ("-", "--", ":", "-.")))
+    fig, axes = plt.subplots(1, len(ks), figsize=(5.6 * len(ks), 3.9), squeeze=False)
     for ax, k in zip(axes[0], ks):
-        for name in long:
-            runs = [r for r in arms["runs"] if r["arm"] == name]
+        for a in long:
+            runs = [r for r in arms["runs"] if r["arm"] == a["name"]]
             curves = [[warm_up_on_curve_mazes(results, r["seed"], k)] + [c["pass_at_k"].get(str(k)) for c in r["curve"]]
                       for r in runs]
-            if not runs or any(v is None for c in curves for v in c):
+            if not runs or any(v is None for c in curves for v in c) or len({len(c) for c in curves}) > 1:
                 continue
             steps = [0] + [c["step"] for c in runs[0]["curve"]]
-            ax.plot(steps, np.mean(curves, axis=0), marker="o", ms=3, label=f"{name} ({seeds_text(len(runs))})")
-        ax.set_title(f"pass@{k} against RL step")
-        ax.set_xlabel("RL step")
+            color = "C1" if a["options"].get("gamma") else "C0"
+            ax.plot(steps, np.mean(curves, axis=0), ls=styles.get(a["steps"], "-"), marker="o", ms=2.5, color=color,
+                    label=f"{a['name']} ({seeds_text(len(runs))})")
+            if len(runs) > 1:
+                ax.fill_between(steps, np.min(curves, axis=0), np.max(curves, axis=0), color=color, alpha=0.12, lw=0)
+        ax.set_title(f"pass@{k} against RL step (band: the seeds' range)", fontsize=9)
+        ax.set_xlabel("RL step (step 0: the warm-up)")
         ax.grid(alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)

@@ -11,6 +11,7 @@ examples:
   catsim llm maze-study --out runs/maze-study --preset cpu --jobs 2     # two runs at a time, one thread each
   catsim llm maze-study --out runs/maze-study --preset cpu --part 0/4   # a job array's part 0 of 4 (docs/cluster.md)
   catsim llm maze-study --out runs/maze-study --arms all --max-runs 4   # the arms (after the study)
+  catsim llm maze-study --out runs/maze-study --arms grpo-20000 --stop-after 5000   # a long arm in pieces
   catsim llm maze-study --out runs/maze-study --trainer trl --max-runs 2  # GRPO / F-GRPO inside TRL
   catsim llm maze-study --out runs/maze-study --report figures/maze-study   # report + figures only
 """
@@ -53,6 +54,12 @@ def register(subparsers) -> None:
     parser.add_argument("--max-runs", type=int, help="stop after this many RL runs this call (default: all); with --arms or "
                              "--trainer trl, 0 trains nothing and rebuilds arms.json / trl.json from every finished run "
                              "(a summary that says the same is left as it is)")
+    parser.add_argument("--stop-after", type=positive_int, metavar="STEPS",
+                        help="with --arms: each run this call stops once STEPS of its steps are done, its state "
+                             "saved, and stays pending (rerun, with a larger STEPS or without, to go on): a long "
+                             "run in pieces. The horizon arms of 20,000 steps also leave what a fresh clone needs to "
+                             "go on elsewhere (their state, log pieces and snapshot evaluations, committed; "
+                             "docs/llm-maze-study.md) (default: every run to its end)")
     parser.add_argument("--jobs", type=positive_int, default=1, metavar="J",
                         help="J pending runs at once (the study's, or with --arms the arms'), each in a process of "
                              "its own at --threads-per-job XLA threads, pinned to its own cores when they fit; each "
@@ -136,6 +143,8 @@ def run(args) -> int:
     check_output_path(f"{args.out}/study.json", "--out")
     if args.arms is not None and args.trainer == "trl":
         raise CatsimError("--arms and --trainer trl are separate runs: give one")
+    if args.stop_after is not None and args.arms is None:
+        raise CatsimError("--stop-after goes with --arms: the study's runs and TRL's are run whole")
     if args.trainer == "trl" and args.log_to:
         raise CatsimError("--log-to goes with catsim's RL runs: TRL's runs send nothing to it (their log is "
                           "trl_log.jsonl)")
@@ -193,6 +202,7 @@ def _run_flags(args) -> list[str]:
     """The given flags that only act when runs are trained (refused with --report and --screen)."""
     return [flag for flag, given in (("--arms", args.arms is not None), ("--trainer trl", args.trainer == "trl"),
                                      ("--max-runs", args.max_runs is not None), ("--log-to", bool(args.log_to)),
+                                     ("--stop-after", args.stop_after is not None),
                                      ("--jobs", args.jobs != 1), ("--threads-per-job", args.threads_per_job is not None),
                                      ("--part", args.part is not None))
             if given]
@@ -242,16 +252,23 @@ def _run_arms(args, sp, parallel: dict | None) -> int:
     arms = arm_set(sp.name.removesuffix("-paper-shapes"), None if names == ["all"] else names)
     if parallel:
         result = run_parallel(args.out, sp, arms=arms, progress=args.progress, log_to=args.log_to,
-                              max_runs=args.max_runs, **parallel)
+                              max_runs=args.max_runs, stop_after=args.stop_after, **parallel)
         _say_part(args)
         if result is None:
             return 0
     else:
         result = run_arms(args.out, sp, arms, progress=args.progress,
-                          log_to=args.log_to, max_runs=args.max_runs)
+                          log_to=args.log_to, max_runs=args.max_runs, stop_after=args.stop_after)
     for c in result["claims"]:
         print(f"{c['verdict']:>13}: {c['claim']}")
     print(f"{len(result['runs'])} arm runs finished, {len(result['pending'])} pending; arms: {args.out}/arms.json")
+    from pathlib import Path
+
+    from catsim.experiments.maze.carry import state_step
+
+    for name in result["pending"]:  # a run stopped part-way (--stop-after, or killed): where it stands
+        if state_step(Path(args.out) / name):
+            print(f"  {name}: at step {state_step(Path(args.out) / name):,}, its state saved")
     return 0
 
 

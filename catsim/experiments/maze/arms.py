@@ -42,7 +42,7 @@ import numpy as np
 from catsim.errors import CatsimError
 from catsim.experiments import provenance
 from catsim.experiments.agreement import read_json
-from catsim.experiments.maze import stats, study
+from catsim.experiments.maze import carry, stats, study
 from catsim.experiments.maze.arm_table import ARM_SETS, CLAIMS, Arm, arm_set  # noqa: F401 (arm_set: as before)
 from catsim.experiments.maze.pieces import read_base, read_piece, read_run, run_problem
 from catsim.experiments.maze.presets import StudyPreset
@@ -112,7 +112,7 @@ def check_arms_ready(out: Path, sp: StudyPreset, arms, say=print) -> None:
 
 
 def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | None = True, log_to: tuple = (),
-             max_runs: int | None = None, say=print, only=None) -> dict | None:
+             max_runs: int | None = None, say=print, only=None, stop_after: int | None = None) -> dict | None:
     """Train and evaluate every arm's missing runs (at most `max_runs` this call), seed by seed in
     the arms' order, and write arms.json (the pending runs listed when some remain; rerun to go on)
     from every arm of the preset (`summarised_arms`), not only those asked for. The study's warm-ups
@@ -130,8 +130,11 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | Non
     for i, (arm, seed) in enumerate(todo):
         if (only is not None and f"s{seed}/{arm.label()}" not in only) or read_arm_run(sp, out, arm, seed, say):
             continue
+        if stop_after is not None and carry.state_step(out / f"s{seed}" / arm.label()) >= stop_after:
+            continue  # at its stop already: nothing to do this call, and it is not one of `max_runs`
         if max_runs is not None and done_now >= max_runs:
-            say(f"stopped after {done_now} arm runs this call; rerun to resume")
+            if max_runs:  # 0: arms.json rebuilt from the runs on disk, nothing to say
+                say(f"stopped after {done_now} arm runs this call; rerun to resume")
             break
         sdir = out / f"s{seed}"
         study.ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
@@ -139,9 +142,11 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | Non
         record = {"arm": arm.name, "settings": arm.settings(), "method": arm.method(),
                   "group_size": arm.group_size, "gamma": arm.gamma()}
         ev = study.train_and_evaluate(sp, task, sdir, arm.label(), cfg, record, base_ids, progress=progress,
-                                           log_to=log_to, say=say)
+                                      log_to=log_to, say=say, stop_after=stop_after, carried=arm.carry)
         done_now += 1
-        say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: {study.run_summary(ev)}")
+        say(f"[{i + 1}/{len(todo)}] s{seed} {arm.name}: " + (
+            study.run_summary(ev) if ev else f"stopped at step {carry.state_step(sdir / arm.label()):,} of "
+            f"{_steps(sp, arm):,} (--stop-after; state saved: rerun to go on)"))
     if only is not None:
         return None
     result = collect_arms(out, sp, summarised_arms(sp, arms), say)

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from catsim.errors import CatsimError
 from catsim.experiments.maze import study
+from catsim.experiments.maze.carry import state_step
 from catsim.experiments.maze.pieces import read_base, read_run
 from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
 from catsim.jobs import Job, check_layout, run_jobs, share
@@ -108,19 +109,21 @@ def warm_ups(out: Path, sp: StudyPreset, seeds, *, progress, say) -> None:
             study.ensure_base(sp, task, sdir, seed, bases, progress=progress, say=say)
 
 
-def worker_command(out: Path, sp: StudyPreset, unit: Unit, log_to=()) -> tuple:
+def worker_command(out: Path, sp: StudyPreset, unit: Unit, log_to=(), stop_after: int | None = None) -> tuple:
     """The command of a job that runs `unit` (`catsim.experiments.maze.worker`)."""
     sinks = json.loads(json.dumps(dataclasses.asdict(log_to))) if dataclasses.is_dataclass(log_to) else list(log_to)
     spec = {"preset": study.preset_json(sp), "unit": unit.name, "log_to": sinks,  # a LogTo's W&B settings too
-            "arm": None if unit.arm is None else json.loads(json.dumps(dataclasses.asdict(unit.arm)))}
+            "arm": None if unit.arm is None else json.loads(json.dumps(dataclasses.asdict(unit.arm))),
+            **({"stop_after": stop_after} if stop_after is not None else {})}
     return (sys.executable, "-m", "catsim.experiments.maze.worker", str(out), json.dumps(spec))
 
 
 def run_parallel(out_dir, sp: StudyPreset, *, arms=None, jobs: int = 1, threads: int | None = None,
                  part: tuple[int, int] | None = None, progress: bool | None = True, log_to: tuple = (),
-                 max_runs: int | None = None, say=print):
+                 max_runs: int | None = None, say=print, stop_after: int | None = None):
     """Run the pending units of this part (all without `part`; at most `max_runs`), `jobs` at a time
-    at `threads` XLA threads each (None with jobs > 1: 1); see the module docstring. Returns the
+    at `threads` XLA threads each (None with jobs > 1: 1), each stopped after `stop_after` steps
+    (arms only: `arms.run_arms`); see the module docstring. Returns the
     study's results (`run_study`'s) or arms.json's content (`run_arms`'s) when no part was given and
     nothing is left (arms: always, without `part`), else None."""
     from catsim.experiments.maze import arms as maze_arms
@@ -134,7 +137,8 @@ def run_parallel(out_dir, sp: StudyPreset, *, arms=None, jobs: int = 1, threads:
         maze_arms.check_arms_ready(out, sp, arms, say)
     mine = my_units(sp, arms, part)
     pending = [u for u in mine if not _finished(sp, out, u, say)]
-    now = pending if max_runs is None else pending[:max_runs]
+    todo = [u for u in pending if stop_after is None or state_step(out / u.name) < stop_after]  # not at its stop
+    now = todo if max_runs is None else todo[:max_runs]
     if part is not None:
         say(f"part {part[0]}/{part[1]}: {len(mine)} of {len(units(sp, arms))} runs are this part's, "
             f"{len(pending)} of them pending")
@@ -144,10 +148,12 @@ def run_parallel(out_dir, sp: StudyPreset, *, arms=None, jobs: int = 1, threads:
         if arms is None:
             study.run_study(out, sp, progress=progress, log_to=log_to, say=say, only=only)
         else:
-            maze_arms.run_arms(out, sp, arms, progress=progress, log_to=log_to, say=say, only=only)
+            maze_arms.run_arms(out, sp, arms, progress=progress, log_to=log_to, say=say, only=only,
+                               stop_after=stop_after)
     elif now:
         say(f"{len(now)} runs, {jobs} at a time, {threads or 1} thread{'s' if (threads or 1) > 1 else ''} each")
-        run_jobs([Job(u.name, worker_command(out, sp, u, log_to)) for u in now], jobs, threads or 1, say=say)
+        run_jobs([Job(u.name, worker_command(out, sp, u, log_to, stop_after)) for u in now], jobs, threads or 1,
+                 say=say)
     left = len(pending) - len(now)
     if part is not None:
         return None

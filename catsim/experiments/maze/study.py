@@ -300,11 +300,17 @@ def ensure_base(sp: StudyPreset, task, sdir: Path, seed: int, bases: dict, *, pr
 
 
 def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, record: dict, base_ids: dict, *,
-                       progress: bool, log_to: tuple = (), say=print) -> dict:
+                       progress: bool, log_to: tuple = (), say=print, stop_after: int | None = None,
+                       carried: bool = False) -> dict | None:
     """Train (or resume) the RL run `sdir/label` from the seed's warm-up, evaluate its final policy
     and every snapshot, and write its eval.json: `record` (what the run is) with the evaluations, the
     RL time, the reward per step and where each piece of the run was computed ("provenance"). One
-    line to `say` when the study's other runs (or this run's earlier pieces) come from another set-up."""
+    line to `say` when the study's other runs (or this run's earlier pieces) come from another set-up.
+    `stop_after`: stop once this many steps are done (state saved) and return None when the run is
+    not finished. `carried`: a run carried between machines (`catsim.experiments.maze.carry`): its
+    log rebuilt from the committed pieces first, one state kept, and each piece's end leaves its log
+    piece and its snapshots' evaluations (curve.json)."""
+    from catsim.experiments.maze import carry
     from catsim.llm.rl import read_log, run_rl
 
     seed, rdir = cfg.run.seed, sdir / label
@@ -313,21 +319,61 @@ def train_and_evaluate(sp: StudyPreset, task, sdir: Path, label: str, cfg, recor
         say(note)
     if seed not in base_ids:
         base_ids[seed] = base_identity(sdir / "base")
-    result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to,
-                    base_id=rl_base_id(rdir, sdir / "base", cfg, base_ids[seed]))
+    if carried:
+        carry.unpack(rdir, say)
+    try:
+        result = run_rl(sdir / "base", rdir, cfg, progress=progress, label=f"s{seed} {label}", log_to=log_to,
+                        base_id=rl_base_id(rdir, sdir / "base", cfg, base_ids[seed]), stop_after=stop_after,
+                        keep_states=1 if carried else 2)
+    except KeyboardInterrupt:  # stopped (Ctrl-C, SIGTERM: the state saved): the piece so far can be committed
+        if carried:
+            carry.pack(rdir, carry.state_step(rdir), say)
+        raise
+    if carried:
+        carry.pack(rdir, result.steps_done, say)
+        if not result.finished:
+            _curve(sp, task, rdir, cfg, label, progress, result.steps_done, say)
+    if not result.finished:
+        return None
     final = evaluate(sp, task, Path(result.out_dir) / "model", n=sp.eval_n, n_prompts=sp.eval_prompts,
                      ks=sp.ks, label=f"s{seed} eval {label}", progress=progress, solution_mass=True)
-    curve = []
-    for snap in sorted((rdir / "checkpoints").glob("step_*")):
-        e = evaluate(sp, task, snap, n=sp.curve_n, n_prompts=sp.curve_prompts, ks=sp.ks,
-                     label=f"s{seed} {label} {snap.name}", progress=progress, solution_mass=False)
-        curve.append({"step": int(snap.name.split("_")[1]), "pass_at_k": e["pass_at_k"],
-                      "greedy_solve_rate": e["greedy_solve_rate"]})
+    curve = _curve(sp, task, rdir, cfg, label, progress, result.steps_done, say, carried=carried)
     log = read_log(rdir)
     return write_piece(rdir / "eval.json", {**record, "seed": seed, "label": label, "final": final, "curve": curve,
                                        "rl_seconds": float(sum(r["step_seconds"] for r in log)),
                                        "reward_curve": [float(r["reward"]) for r in log],
                                        "provenance": provenance.run_pieces(rdir)})
+
+
+def _curve(sp: StudyPreset, task, rdir: Path, cfg, label: str, progress, steps_done: int, say,
+           carried: bool = True) -> list[dict]:
+    """pass@k against step: each snapshot's evaluation on the curve mazes. A carried run keeps them in
+    curve.json as they are made and takes there those whose snapshots another machine made."""
+    from catsim.experiments.maze import carry
+
+    def point(snap: Path) -> dict:
+        e = evaluate(sp, task, snap, n=sp.curve_n, n_prompts=sp.curve_prompts, ks=sp.ks,
+                     label=f"s{cfg.run.seed} {label} {snap.name}", progress=progress, solution_mass=False)
+        return {"step": int(snap.name.split("_")[1]), "pass_at_k": e["pass_at_k"],
+                "greedy_solve_rate": e["greedy_solve_rate"]}
+
+    snaps = sorted((rdir / "checkpoints").glob("step_*"))
+    if not carried:
+        return [point(snap) for snap in snaps]
+    fingerprint = read_json(rdir / "rl_config.json")["fingerprint"]
+    points = carry.read_curve(rdir, fingerprint, say)
+    for snap in snaps:
+        step = int(snap.name.split("_")[1])
+        if step not in points:
+            points[step] = point(snap)
+            carry.write_curve(rdir, fingerprint, points)
+    every = cfg.run.snapshot_every
+    missing = [s for s in range(every, steps_done + 1, every)] if every else []
+    missing = [s for s in missing if s not in points]
+    if missing:
+        raise CatsimError(f"{rdir}: no snapshot and no evaluation of step {missing[0]} (curve.json was not committed "
+                          "with its piece); restore it from the study's history, or rerun the run with --overwrite")
+    return [points[s] for s in sorted(points) if s <= steps_done]
 
 
 def run_summary(ev: dict) -> str:

@@ -2,7 +2,7 @@
 `catsim.experiments.maze.parallel` (`catsim llm maze-study --jobs`).
 
 SPEC is JSON: {"preset": the study's preset, "unit": "s<seed>/<label>", "arm": the arm's fields or
-null for a study run, "log_to": trackers}. The run is made as the serial study makes it
+null for a study run, "log_to": trackers, and for an arm optionally "stop_after": steps}. The run is made as the serial study makes it
 (`study.run_study` / `arms.run_arms` with `only`), its eval.json committed; no summary is written.
 SIGTERM stops it at a step boundary with its state saved (`catsim.signals`), as it stops `catsim`.
 Exit 0 when done; 2 with one line `error: ...` (a CatsimError); 130 when stopped.
@@ -57,7 +57,7 @@ def run_unit(out: str, spec: dict) -> None:
     if arm is None:
         run_study(out, sp, **kw)
     else:
-        run_arms(out, sp, (arm,), **kw)
+        run_arms(out, sp, (arm,), stop_after=spec.get("stop_after"), **kw)
 
 
 if __name__ == "__main__":

@@ -333,7 +333,8 @@ def heldout_accuracy(tr: Trainer, params, sampling: SamplingConfig, step: int) -
 def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spec: dict | None = None,
            task=None, mesh=None, stop_after: int | None = None, overwrite: bool = False, progress: bool | None = True,
            chat_template: bool = False, label: str = "rl", dtype: str | None = None,
-           remat: bool = False, log_to: tuple[str, ...] = (), base_id: str | None = None) -> RLResult:
+           remat: bool = False, log_to: tuple[str, ...] = (), base_id: str | None = None,
+           keep_states: int = 2) -> RLResult:
     """Train (or resume) an RL run from the Hugging Face model dir `base_dir` into `out_dir`.
 
     task_spec: {"task": name, "config": {...}}; default: the base dir's catsim_task.json.
@@ -347,7 +348,8 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     base_id: what the base model is, for the resume fingerprint (default: its resolved path); a
     content hash lets a moved or copied run directory resume (`catsim.experiments.maze.pieces`).
     progress: steps done on stderr with `catsim.progress.RL_FIELDS` (True, False or None = automatic:
-    `catsim.progress.progress_bar`).
+    `catsim.progress.progress_bar`). keep_states: the newest training-state checkpoints kept on
+    disk (1 for a state that is committed, `catsim.experiments.maze.carry`).
     """
     t_start = time.perf_counter()
     rundir.check_base_outside(base_dir, out_dir)
@@ -364,7 +366,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
     settings = run_settings(cfg, base_id or str(Path(base_dir).resolve()), spec)
     fp = rundir.fingerprint(settings)
     run = rundir.RunDir(out_dir, state_dir=STATE_FILE, log_file=LOG_FILE, fingerprint=fp, what="RL run",
-                        settings=settings)
+                        settings=settings, keep=keep_states)
     end, sampling = cfg.steps, tr.sampling
     gamma_schedule = cfg.gamma_schedule(tr.task.num_prompts("train"))
     with run.locked():
