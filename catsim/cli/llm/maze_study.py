@@ -267,8 +267,8 @@ def _run_arms(args, sp, parallel: dict | None) -> int:
     from catsim.experiments.maze.carry import state_step
 
     for name in result["pending"]:  # a run stopped part-way (--stop-after, or killed): where it stands
-        if state_step(Path(args.out) / name):
-            print(f"  {name}: at step {state_step(Path(args.out) / name):,}, its state saved")
+        if step := state_step(Path(args.out) / name):
+            print(f"  {name}: at step {step:,}, its state saved")
     return 0
 
 

@@ -130,8 +130,8 @@ def run_arms(out_dir: str | Path, sp: StudyPreset, arms, *, progress: bool | Non
     for i, (arm, seed) in enumerate(todo):
         if (only is not None and f"s{seed}/{arm.label()}" not in only) or read_arm_run(sp, out, arm, seed, say):
             continue
-        if stop_after is not None and carry.state_step(out / f"s{seed}" / arm.label()) >= stop_after:
-            continue  # at its stop already: nothing to do this call, and it is not one of `max_runs`
+        if carry.at_stop(out / f"s{seed}" / arm.label(), stop_after):
+            continue
         if max_runs is not None and done_now >= max_runs:
             if max_runs:  # 0: arms.json rebuilt from the runs on disk, nothing to say
                 say(f"stopped after {done_now} arm runs this call; rerun to resume")

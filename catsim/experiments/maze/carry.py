@@ -32,8 +32,6 @@ from catsim.llm.steplog import parse_log
 
 PIECES_DIR = "rl_log_pieces"
 CURVE_FILE = "curve.json"
-LOG_FILE = "rl_log.jsonl"
-STATE_DIR = "rl_state"
 _PIECE = re.compile(r"^(\d{6,})-(\d{6,})\.jsonl\.gz$")
 
 
@@ -61,15 +59,30 @@ def _lines(path: Path) -> list[str]:
     return text.splitlines()
 
 
+def _log(rdir: Path) -> Path:
+    """The run's step log (`catsim.llm.rl`'s name, imported when used: that package loads JAX)."""
+    from catsim.llm.rl import LOG_FILE
+
+    return rdir / LOG_FILE
+
+
 def state_step(rdir: Path) -> int:
     """The step of the run's newest saved training state (0 when none)."""
-    folder = rdir / STATE_DIR
+    from catsim.llm.rl import STATE_FILE
+
+    folder = rdir / STATE_FILE
     steps = [int(p.name) for p in folder.iterdir() if p.name.isdigit()] if folder.is_dir() else []
     return max(steps, default=0)
 
 
+def at_stop(rdir: Path, stop_after: int | None) -> bool:
+    """The run has its state saved at `stop_after` steps or beyond: nothing to do in a call that stops
+    there (`--stop-after`), and no run of its `--max-runs`."""
+    return stop_after is not None and state_step(rdir) >= stop_after
+
+
 def _log_last(rdir: Path) -> int:
-    path = rdir / LOG_FILE
+    path = _log(rdir)
     if not path.is_file():
         return 0
     records = [r for _, r in parse_log(path)[0]]
@@ -83,7 +96,7 @@ def unpack(rdir: Path, say=print) -> None:
     covered = pieces[-1][1] if pieces else 0
     if covered > _log_last(rdir):
         lines = [line for *_, path in pieces for line in _lines(path)]
-        write_text(rdir / LOG_FILE, "".join(line + "\n" for line in lines))
+        write_text(_log(rdir), "".join(line + "\n" for line in lines))
         say(f"{rdir}: rl_log.jsonl rebuilt from {len(pieces)} committed log piece(s), steps 1-{covered}")
     state = state_step(rdir)
     have = max(covered, _log_last(rdir))
@@ -104,20 +117,21 @@ def pack(rdir: Path, step: int, say=print) -> Path | None:
     the steps since the last piece as a new piece (None when there are none). An earlier piece that
     is unreadable or says other than the log is written again from the log, with a line to `say`."""
     pieces = _pieces(rdir)
-    log = {r["step"]: line for line, r in parse_log(rdir / LOG_FILE)[0]} if (rdir / LOG_FILE).is_file() else {}
-    for first, last, path in pieces:
+    path = _log(rdir)
+    log = {r["step"]: line for line, r in parse_log(path)[0]} if path.is_file() else {}
+    for first, last, piece in pieces:
         try:
-            good = _lines(path) == [log.get(s) for s in range(first, last + 1)]
+            good = _lines(piece) == [log.get(s) for s in range(first, last + 1)]
         except CatsimError:
             good = False
         if not good and all(s in log for s in range(first, last + 1)):
-            _write_piece(path, [log[s] for s in range(first, last + 1)])
-            say(f"{path}: unreadable or not the log's lines; written again from {LOG_FILE}")
+            _write_piece(piece, [log[s] for s in range(first, last + 1)])
+            say(f"{piece}: unreadable or not the log's lines; written again from {path.name}")
     covered = pieces[-1][1] if pieces else 0
     if step <= covered:
         return None
     if any(s not in log for s in range(covered + 1, step + 1)):
-        raise CatsimError(f"{rdir / LOG_FILE}: it lacks records of steps {covered + 1}-{step}, so the piece cannot "
+        raise CatsimError(f"{path}: it lacks records of steps {covered + 1}-{step}, so the piece cannot "
                           "be committed; rerun the run with --overwrite")
     return _write_piece(rdir / PIECES_DIR / f"{covered + 1:06d}-{step:06d}.jsonl.gz",
                         [log[s] for s in range(covered + 1, step + 1)])

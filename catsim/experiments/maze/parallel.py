@@ -35,7 +35,7 @@ from pathlib import Path
 
 from catsim.errors import CatsimError
 from catsim.experiments.maze import study
-from catsim.experiments.maze.carry import state_step
+from catsim.experiments.maze.carry import at_stop
 from catsim.experiments.maze.pieces import read_base, read_run
 from catsim.experiments.maze.presets import StudyPreset, run_label, run_names
 from catsim.jobs import Job, check_layout, run_jobs, share
@@ -137,7 +137,7 @@ def run_parallel(out_dir, sp: StudyPreset, *, arms=None, jobs: int = 1, threads:
         maze_arms.check_arms_ready(out, sp, arms, say)
     mine = my_units(sp, arms, part)
     pending = [u for u in mine if not _finished(sp, out, u, say)]
-    todo = [u for u in pending if stop_after is None or state_step(out / u.name) < stop_after]  # not at its stop
+    todo = [u for u in pending if not at_stop(out / u.name, stop_after)]
     now = todo if max_runs is None else todo[:max_runs]
     if part is not None:
         say(f"part {part[0]}/{part[1]}: {len(mine)} of {len(units(sp, arms))} runs are this part's, "

@@ -368,8 +368,7 @@ def _curve(sp: StudyPreset, task, rdir: Path, cfg, label: str, progress, steps_d
             points[step] = point(snap)
             carry.write_curve(rdir, fingerprint, points)
     every = cfg.run.snapshot_every
-    missing = [s for s in range(every, steps_done + 1, every)] if every else []
-    missing = [s for s in missing if s not in points]
+    missing = [s for s in range(every, steps_done + 1, every) if s not in points] if every else []
     if missing:
         raise CatsimError(f"{rdir}: no snapshot and no evaluation of step {missing[0]} (curve.json was not committed "
                           "with its piece); restore it from the study's history, or rerun the run with --overwrite")

@@ -2,8 +2,9 @@
 `catsim.experiments.maze.parallel` (`catsim llm maze-study --jobs`).
 
 SPEC is JSON: {"preset": the study's preset, "unit": "s<seed>/<label>", "arm": the arm's fields or
-null for a study run, "log_to": trackers, and for an arm optionally "stop_after": steps}. The run is made as the serial study makes it
-(`study.run_study` / `arms.run_arms` with `only`), its eval.json committed; no summary is written.
+null for a study run, "log_to": trackers, and for an arm optionally "stop_after": steps}. The run is
+made as the serial study makes it (`study.run_study` / `arms.run_arms` with `only`), its eval.json
+committed; no summary is written.
 SIGTERM stops it at a step boundary with its state saved (`catsim.signals`), as it stops `catsim`.
 Exit 0 when done; 2 with one line `error: ...` (a CatsimError); 130 when stopped.
 """
