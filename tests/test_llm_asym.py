@@ -160,3 +160,23 @@ def test_asym_grpo_run_through_the_rl_loop(tmp_path):
     before = jax.tree.leaves(load_model(tmp_path / "base")[1])
     after = jax.tree.leaves(load_model(tmp_path / "run" / "model")[1])
     assert any(np.any(a != b) for a, b in zip(before, after))
+
+
+def test_asymmetric_batch_compiles_once(caplog):
+    """Every component on (edit distances, mixed weights, recomposition): the second and third
+    batches of one shape compile nothing. Called eagerly, the rules' scans compiled again at every
+    step, and the pile of compiled code ended a Maze run after ~120 steps."""
+    cfg = RLConfig.from_flat(method="asym-grpo", group_size=4, prompts_per_step=1, max_new_tokens=3)
+    assert cfg.use("mixed") and cfg.use("recompose")
+    adv = np.array([[1.2, -0.8, -0.8, 0.4]], np.float32)
+    compiles = []
+    for scores in ([1.0, 0.0, 0.0, 0.5], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]):
+        groups = _groups(scores)
+        batch = rl_step.build_batch(groups, adv, np.array([1.0]))
+        batch["old_logp"] = _old_logp(batch)
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="jax"), jax.log_compiles():
+            rl_asym.asymmetric_batch(batch, groups, adv, np.array([1.0]), cfg, _Fns, None)
+        compiles.append([r.getMessage()[:80] for r in caplog.records if "Compiling" in r.getMessage()])
+    assert compiles[0], "the first batch compiles (else this test checks nothing)"
+    assert compiles[1:] == [[], []]

@@ -133,7 +133,13 @@ def edit_distances(groups: Groups) -> np.ndarray:
     p, n = groups.scores.shape
     tokens = jnp.asarray(groups.tokens, jnp.int32).reshape(p, n, -1)
     lengths = jnp.asarray(groups.mask.sum(axis=1), jnp.int32).reshape(p, n)
-    return np.asarray(jax.vmap(asymmetric.pairwise_edit_distance)(tokens, lengths), np.float32)
+    return np.asarray(_edit_distances(tokens, lengths), np.float32)
+
+
+# Compiled once per shape. Called eagerly, the rules' scans and loops were traced afresh and compiled
+# again at every training step (a new closure each time): 5 s a step at the Maze study's batch, and
+# the growing pile of compiled code ended the run (LLVM "Cannot allocate memory") after ~120 steps.
+_edit_distances = jax.jit(jax.vmap(asymmetric.pairwise_edit_distance))
 
 
 def _by_logp(fn, seq_logp_N, vectors, matrix):
@@ -154,8 +160,7 @@ def recompose_keep(scores_PxN, seq_logp_PxN, distances_PxNxN, asym: AsymmetricCo
     positive, ties to the higher log π̄; all-negative groups keep one leader per δ-cluster of the
     edit distance, leaders taken in (score, log π̄) order.
     """
-    return _per_group(lambda pos, s, d: asymmetric.recompose_group(pos, s, d, config=asym),
-                      scores_PxN, seq_logp_PxN, distances_PxNxN, threshold)
+    return _per_group(_recompose_rule, scores_PxN, seq_logp_PxN, distances_PxNxN, asym, threshold)
 
 
 def mixed_weights(scores_PxN, seq_logp_PxN, distances_PxNxN, asym: AsymmetricConfig,
@@ -163,20 +168,33 @@ def mixed_weights(scores_PxN, seq_logp_PxN, distances_PxNxN, asym: AsymmetricCon
     """[P, N] multipliers of `objectives.asymmetric.mixed_group_weights` per group: positives
     (score ≥ positive_threshold) ranked by score, then log π̄; a negative is near when its token edit
     distance to the nearest positive is < δ (`mixed_delta`)."""
-    return _per_group(lambda pos, s, d: asymmetric.mixed_group_weights(pos, d, s, config=asym),
-                      scores_PxN, seq_logp_PxN, distances_PxNxN, threshold)
+    return _per_group(_mixed_rule, scores_PxN, seq_logp_PxN, distances_PxNxN, asym, threshold)
 
 
-def _per_group(rule, scores_PxN, seq_logp_PxN, distances_PxNxN, threshold: float) -> np.ndarray:
-    """[P, N] float32: `rule(is_positive_N, scores_N, distances_NxN)` of every group, its rollouts
-    ordered by log π̄ first (`_by_logp`), positives = score ≥ threshold."""
+def _recompose_rule(pos, s, d, asym):
+    return asymmetric.recompose_group(pos, s, d, config=asym)
 
-    def one(s, lp, d):
-        return _by_logp(lambda s_, d_: rule(s_ >= threshold, s_, d_), lp, (s,), d)
 
-    out = jax.vmap(one)(jnp.asarray(scores_PxN, jnp.float32), jnp.asarray(seq_logp_PxN, jnp.float32),
-                        jnp.asarray(distances_PxNxN, jnp.float32))
+def _mixed_rule(pos, s, d, asym):
+    return asymmetric.mixed_group_weights(pos, d, s, config=asym)
+
+
+def _per_group(rule, scores_PxN, seq_logp_PxN, distances_PxNxN, asym: AsymmetricConfig,
+               threshold: float) -> np.ndarray:
+    """[P, N] float32: `rule(is_positive_N, scores_N, distances_NxN, asym)` of every group, its
+    rollouts ordered by log π̄ first (`_by_logp`), positives = score ≥ threshold."""
+    out = _per_group_jit(jnp.asarray(scores_PxN, jnp.float32), jnp.asarray(seq_logp_PxN, jnp.float32),
+                         jnp.asarray(distances_PxNxN, jnp.float32), rule=rule, asym=asym,
+                         threshold=float(threshold))
     return np.asarray(out, np.float32)
+
+
+@functools.partial(jax.jit, static_argnames=("rule", "asym", "threshold"))
+def _per_group_jit(scores_PxN, seq_logp_PxN, distances_PxNxN, *, rule, asym, threshold):
+    def one(s, lp, d):
+        return _by_logp(lambda s_, d_: rule(s_ >= threshold, s_, d_, asym), lp, (s,), d)
+
+    return jax.vmap(one)(scores_PxN, seq_logp_PxN, distances_PxNxN)
 
 
 def nearest_positive_distances(scores_PxN, distances_PxNxN, group_mask_P, threshold: float) -> np.ndarray:
