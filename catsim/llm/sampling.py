@@ -6,11 +6,12 @@ through their common step (`catsim.llm.rollout.decode.sample_step`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from catsim.errors import CatsimError
 
@@ -25,6 +26,9 @@ class SamplingConfig:
     top_k: int = 0  # keep the k most likely tokens; 0 disables
     stop_tokens: tuple[int, ...] = ()  # a sequence ends after emitting any of these ids
     pad_token: int = 0  # id written after a sequence has ended (masked out anyway)
+    # The decoder takes the temperature as a value instead of compiling it in: for a schedule that
+    # changes it every step (one compiled decoder for all steps; `traced_temperature`).
+    temperature_varies: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.max_new_tokens, int) or self.max_new_tokens < 1:
@@ -49,10 +53,26 @@ class Rollout(NamedTuple):
     finished_B: jax.Array  # bool: ended with a stop token (False: hit max_new_tokens)
 
 
-def sampling_logits(logits_V: jax.Array, sampling: SamplingConfig) -> jax.Array:
+def traced_temperature(sampling: SamplingConfig) -> tuple[SamplingConfig, np.float32 | None]:
+    """What the rollout engines pass to their jitted decoders: (`sampling`, None) — the temperature
+    compiled in — or, with `temperature_varies` (and τ > 0), (`sampling` at temperature 1, τ as a
+    float32 value), so that a new temperature (the asym-GRPO schedule's, one a step) reuses the
+    compiled decoder instead of compiling another.
+
+    Only a varying temperature goes the second way: there XLA cannot fold the constant into the
+    program, and the log-probs differ from the compiled-in ones in their last bits (measured: at
+    most 1.0e-6 relative, the same tokens; tests/test_llm_rollout.py). Every fixed-temperature
+    run samples as before, bit for bit."""
+    if not sampling.temperature_varies or sampling.temperature == 0:
+        return sampling, None
+    return replace(sampling, temperature=1.0), np.float32(sampling.temperature)
+
+
+def sampling_logits(logits_V: jax.Array, sampling: SamplingConfig, temperature=None) -> jax.Array:
     """Logits of the distribution actually sampled: logits / temperature with tokens outside the
-    top-k and the top-p nucleus set to -inf (ties at the cut-off are kept, as in `transformers`)."""
-    scaled_V = logits_V / sampling.temperature
+    top-k and the top-p nucleus set to -inf (ties at the cut-off are kept, as in `transformers`).
+    `temperature` (traced, from `traced_temperature`) replaces `sampling.temperature` if given."""
+    scaled_V = logits_V / (sampling.temperature if temperature is None else temperature)
     vocab = scaled_V.shape[-1]
     if 0 < sampling.top_k < vocab:
         kth = jax.lax.top_k(scaled_V, sampling.top_k)[0][-1]
@@ -76,15 +96,15 @@ def first_max_index(x_V: jax.Array) -> jax.Array:
     return jnp.minimum(first, v - 1)
 
 
-def sample_one(logits_V: jax.Array, key: jax.Array,
-               sampling: SamplingConfig) -> tuple[jax.Array, jax.Array, jax.Array]:
+def sample_one(logits_V: jax.Array, key: jax.Array, sampling: SamplingConfig,
+               temperature=None) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(token, log pi_sample(token), log pi_model(token)) for one sequence: greedy (the first
     maximum) at temperature 0, else the inverse CDF of `sampling_logits` at one uniform of `key`."""
     model_logp_V = jax.nn.log_softmax(logits_V)
     if sampling.temperature == 0:
         token = first_max_index(logits_V)
         return token, jnp.zeros((), jnp.float32), model_logp_V[token]
-    policy_logp_V = jax.nn.log_softmax(sampling_logits(logits_V, sampling))
+    policy_logp_V = jax.nn.log_softmax(sampling_logits(logits_V, sampling, temperature))
     # Inverse-CDF sampling: one uniform per row instead of V Gumbel variates (much cheaper for large
     # V). u lies in (0, 1], so the first index whose CDF reaches u * total always has positive mass.
     cdf_V = jnp.cumsum(jnp.exp(policy_logp_V))

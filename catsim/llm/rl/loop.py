@@ -391,7 +391,7 @@ def run_rl(base_dir: str | Path, out_dir: str | Path, cfg: RLConfig, *, task_spe
                     with signals.defer_termination():  # SIGTERM stops at the end of the step
                         t0 = time.perf_counter()
                         temperature = cfg.rollout_temperature(step)
-                        if temperature != sampling.temperature:  # a new static config: generate recompiles
+                        if temperature != sampling.temperature:  # temperature_varies: no new compile
                             sampling = dataclasses.replace(sampling, temperature=temperature)
                         c = collect(tr, params, step, sampling)
                         gamma = float(gamma_schedule(step, success_rate=float(np.mean(c.success))))
@@ -486,7 +486,8 @@ def _trainer(base_dir, cfg: RLConfig, task_spec, task, mesh, chat_template, dtyp
     fns = make_functions(model_cfg, cfg, None if mesh is None else activation_sharding(mesh))
     stops, pad = stop_and_pad(model_cfg, tokenizer)
     sampling = SamplingConfig(max_new_tokens=cfg.rollout.max_new_tokens, temperature=cfg.rollout.temperature,
-                              top_p=cfg.rollout.top_p, stop_tokens=stops, pad_token=pad)
+                              top_p=cfg.rollout.top_p, stop_tokens=stops, pad_token=pad,
+                              temperature_varies=cfg.temperature_plan() != "constant")
     return (Trainer(cfg, task, model_cfg, tokenizer, fns, sampling, jax.random.key(cfg.run.seed), mesh,
                     chat_template), params, spec)
 

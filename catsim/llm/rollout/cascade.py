@@ -60,7 +60,7 @@ from catsim.llm.rollout.decode import (
     sample_step,
     write_columns,
 )
-from catsim.llm.sampling import Rollout, SamplingConfig
+from catsim.llm.sampling import Rollout, SamplingConfig, traced_temperature
 
 CHUNK_STEPS = 16  # decode steps per jitted chunk: compaction happens between chunks
 GEN_SLOTS_FLOOR = 32  # smallest generated-cache size (slots), then powers of two up to the cap
@@ -92,13 +92,13 @@ def _prefill(params: Params, cfg: ModelConfig, tokens_UxP: jax.Array, mask_UxP: 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "sampling", "steps", "rows_per_prompt"), donate_argnums=(3,))
 def _chunk(params: Params, cfg: ModelConfig, sampling: SamplingConfig, state: _State, prefix: PrefixCache,
-           start: jax.Array, *, steps: int, rows_per_prompt: int) -> tuple[_State, Columns]:
+           start: jax.Array, temperature: jax.Array, *, steps: int, rows_per_prompt: int) -> tuple[_State, Columns]:
     """Up to `steps` decode steps from generated slot `start` (fewer once every row is done); the
-    chunk's B x steps columns."""
+    chunk's B x steps columns. `sampling` static, its temperature traced (`sampling.traced_temperature`)."""
     def body(carry):
         i, st, out = carry
         step = start + i
-        drawn = sample_step(st.logits_BxV, st.keys_B, step, st.done_B, sampling)
+        drawn = sample_step(st.logits_BxV, st.keys_B, step, st.done_B, sampling, temperature)
         logits_BxV, gen = decode_step(params, cfg, drawn.tokens_B, st.positions_B, drawn.live_B, prefix, st.gen,
                                       step, rows_per_prompt)
         return i + 1, _State(logits_BxV, gen, st.positions_B + 1, drawn.done_B, st.keys_B), write_columns(out, i, drawn)
@@ -165,6 +165,7 @@ def generate_cascade(params: Params, cfg: ModelConfig, sampling: SamplingConfig,
     mask = np.asarray(prompt_mask_BxP).astype(bool)
     pids, sids = np.asarray(prompt_ids_B, np.int32), np.asarray(sample_ids_B, np.int32)
     b, n = tokens.shape[0], sampling.max_new_tokens
+    sampling, temperature = traced_temperature(sampling)
     groups = _group_rows(tokens, mask, pids)
     u, r, slot_row = _grid(groups)
     firsts = [g[0] for g in groups]
@@ -185,7 +186,8 @@ def generate_cascade(params: Params, cfg: ModelConfig, sampling: SamplingConfig,
             slots = need
             state, prefix = _relayout(state, prefix, np.arange(u * r), np.arange(u), np.zeros(u * r, bool),
                                       slots=slots)
-        state, out = _chunk(params, cfg, sampling, state, prefix, np.int32(step), steps=steps, rows_per_prompt=r)
+        state, out = _chunk(params, cfg, sampling, state, prefix, np.int32(step), temperature, steps=steps,
+                            rows_per_prompt=r)
         out, done = jax.device_get((out, state.done_B))
         held = slot_row >= 0
         rows, cols = slot_row[held], slice(step, step + steps)

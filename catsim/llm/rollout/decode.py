@@ -58,12 +58,14 @@ class Drawn(NamedTuple):
 
 
 def sample_step(logits_BxV: jax.Array, keys_B: jax.Array, step: jax.Array, done_B: jax.Array,
-                sampling: SamplingConfig) -> Drawn:
+                sampling: SamplingConfig, temperature=None) -> Drawn:
     """Draw each row's next token from its float32 logits with the key fold_in(keys_B[b], step)
-    (`sampling.sample_one`); rows already done get `sampling.pad_token`."""
+    (`sampling.sample_one`, at the traced `temperature` if given); rows already done get
+    `sampling.pad_token`."""
     stop_S = jnp.asarray(sampling.stop_tokens or (-1,), jnp.int32)
     step_keys_B = jax.vmap(jax.random.fold_in, in_axes=(0, None))(keys_B, step)
-    token_B, logp_B, model_logp_B = jax.vmap(sample_one, in_axes=(0, 0, None))(logits_BxV, step_keys_B, sampling)
+    token_B, logp_B, model_logp_B = jax.vmap(sample_one, in_axes=(0, 0, None, None))(logits_BxV, step_keys_B, sampling,
+                                                                                     temperature)
     live_B = ~done_B
     token_B = jnp.where(live_B, token_B, sampling.pad_token).astype(jnp.int32)
     return Drawn(token_B, jnp.where(live_B, logp_B, 0.0), jnp.where(live_B, model_logp_B, 0.0), live_B,

@@ -20,7 +20,7 @@ from catsim.llm.rollout.decode import (
     sample_step,
     write_columns,
 )
-from catsim.llm.sampling import Rollout, SamplingConfig
+from catsim.llm.sampling import Rollout, SamplingConfig, traced_temperature
 
 
 class _LoopState(NamedTuple):
@@ -32,12 +32,21 @@ class _LoopState(NamedTuple):
     columns: Columns
 
 
-@functools.partial(jax.jit, static_argnames=("cfg", "sampling", "activation_sharding"))
 def generate_static(params: Params, cfg: ModelConfig, sampling: SamplingConfig, prompt_BxP: jax.Array,
                     prompt_mask_BxP: jax.Array, key: jax.Array, prompt_ids_B: jax.Array,
                     sample_ids_B: jax.Array, *, activation_sharding: Any = None) -> Rollout:
     """`rollout.generate`'s result by the static engine: all rows decoded together until the
-    longest one stops. `params` as stored (cast and laid out here, `decode.decode_layout`)."""
+    longest one stops. `params` as stored (cast and laid out here, `decode.decode_layout`). One
+    compiled decoder serves every temperature (`sampling.traced_temperature`)."""
+    sampling, temperature = traced_temperature(sampling)
+    return _generate_static(params, cfg, sampling, temperature, prompt_BxP, prompt_mask_BxP, key, prompt_ids_B,
+                            sample_ids_B, activation_sharding=activation_sharding)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg", "sampling", "activation_sharding"))
+def _generate_static(params: Params, cfg: ModelConfig, sampling: SamplingConfig, temperature: jax.Array,
+                     prompt_BxP: jax.Array, prompt_mask_BxP: jax.Array, key: jax.Array, prompt_ids_B: jax.Array,
+                     sample_ids_B: jax.Array, *, activation_sharding: Any = None) -> Rollout:
     b, p = prompt_BxP.shape
     n = sampling.max_new_tokens
     keys_B = row_keys(key, prompt_ids_B, sample_ids_B)
@@ -49,7 +58,7 @@ def generate_static(params: Params, cfg: ModelConfig, sampling: SamplingConfig, 
         last_only=True, activation_sharding=activation_sharding)
 
     def body(state: _LoopState) -> _LoopState:
-        drawn = sample_step(state.logits_BxV, keys_B, state.step, state.done_B, sampling)
+        drawn = sample_step(state.logits_BxV, keys_B, state.step, state.done_B, sampling, temperature)
         logits_Bx1xV, cache = forward_cached(
             params, cfg, drawn.tokens_B[:, None], state.positions_B[:, None], drawn.live_B[:, None], state.cache,
             activation_sharding=activation_sharding)
