@@ -94,7 +94,8 @@ def _prefill(params: Params, cfg: ModelConfig, tokens_UxP: jax.Array, mask_UxP: 
 def _chunk(params: Params, cfg: ModelConfig, sampling: SamplingConfig, state: _State, prefix: PrefixCache,
            start: jax.Array, temperature: jax.Array, *, steps: int, rows_per_prompt: int) -> tuple[_State, Columns]:
     """Up to `steps` decode steps from generated slot `start` (fewer once every row is done); the
-    chunk's B x steps columns. `sampling` static, its temperature traced (`sampling.traced_temperature`)."""
+    chunk's B x steps columns. `sampling` static; `temperature` None (compiled in) or traced
+    (`sampling.traced_temperature`)."""
     def body(carry):
         i, st, out = carry
         step = start + i

@@ -36,8 +36,9 @@ def generate_static(params: Params, cfg: ModelConfig, sampling: SamplingConfig, 
                     prompt_mask_BxP: jax.Array, key: jax.Array, prompt_ids_B: jax.Array,
                     sample_ids_B: jax.Array, *, activation_sharding: Any = None) -> Rollout:
     """`rollout.generate`'s result by the static engine: all rows decoded together until the
-    longest one stops. `params` as stored (cast and laid out here, `decode.decode_layout`). One
-    compiled decoder serves every temperature (`sampling.traced_temperature`)."""
+    longest one stops. `params` as stored (cast and laid out here, `decode.decode_layout`). With
+    `sampling.temperature_varies`, one compiled decoder serves every temperature
+    (`sampling.traced_temperature`)."""
     sampling, temperature = traced_temperature(sampling)
     return _generate_static(params, cfg, sampling, temperature, prompt_BxP, prompt_mask_BxP, key, prompt_ids_B,
                             sample_ids_B, activation_sharding=activation_sharding)
