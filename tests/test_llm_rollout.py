@@ -238,9 +238,8 @@ def test_a_varying_temperature_reuses_the_compiled_decoder(engine, caplog):
     """With `temperature_varies` (the asym-GRPO schedule: a new τ each step) the temperature is
     traced, not part of the decoder's compiled key. Compiled in, it cost a new decoder every step:
     2-5 s a step on the Maze study and a pile of compiled code that ended the run. The same rows as
-    with τ compiled in: the same tokens, log-probs within the measured 1.0e-6 relative (bit for
-    bit at τ = 1 for the model's own log-probs)."""
-
+    with τ compiled in: the same tokens and model log-probs, bit for bit, and sampling log-probs
+    within the measured 1.0e-6 relative."""
     tokens, mask = left_pad([PROMPTS[p] for p, _ in ROWS])
     ids, samples = jnp.asarray([p for p, _ in ROWS]), jnp.asarray([s for _, s in ROWS])
     compiles = []
