@@ -132,7 +132,8 @@ def test_arms_are_those_of_the_committed_runs():
         assert committed[key] == value, key
     by_arm = {a.name: [r for r in committed["runs"] if r["arm"] == a.name] for a in arms}
     done = {a.name for a in arms if len(by_arm[a.name]) == a.seeds}
-    some = [a for a in ("grpo-entropy", "f-grpo-g0.5", "pkpo-k4") if a in done]  # pkpo-k4: a rule zoo arm
+    # pkpo-k4: a rule zoo arm; f-grpo-g0.5-20000: App. K's horizon, whose claim the docs state
+    some = [a for a in ("grpo-entropy", "f-grpo-g0.5", "pkpo-k4", "f-grpo-g0.5-20000") if a in done]
     again = json.loads(json.dumps(maze_arms.arm_tests(sp, arms, by_arm, done, only=some)))
     assert again and again == [t for t in committed["tests"] if t["arm"] in some]
     assert json.loads((REPORT / "arms.json").read_text()) == committed  # the report's copy
@@ -160,6 +161,7 @@ ARM_LABELS = {
     "GRPO → F-GRPO at step 1,000": "switch-1000", "γ ramp (get_gamma)": "gamma-ramp",
     "GRPO, 4 updates a step": "grpo-4updates", "F-GRPO γ = 0.5, 4 updates a step": "f-grpo-g0.5-4updates",
     "GRPO, 6,000 steps": "grpo-6000", "F-GRPO γ = 0.5, 6,000 steps": "f-grpo-g0.5-6000",
+    "GRPO, 20,000 steps": "grpo-20000", "F-GRPO γ = 0.5, 20,000 steps": "f-grpo-g0.5-20000",
 }
 
 
@@ -198,6 +200,40 @@ def test_the_docs_arms_table_quotes_arms_json():
             assert cell.endswith(f"({p})"), line
         assert _number(cells[6]) == pytest.approx(s["rl_seconds_per_step"], abs=0.0005), line
     assert rows == len(summary)  # every arm with results is in the table
+
+
+def _points(fraction: float, signed: bool = True) -> str:
+    """A fraction in points as the docs write it: one decimal, a sign, the minus sign U+2212."""
+    return (f"{100 * fraction:+.1f}" if signed else f"{100 * fraction:.1f}").replace("-", "−")
+
+
+def test_the_docs_state_app_k_horizons_verdict():
+    """docs/llm-maze-study.md's paragraph on App. K's horizon quotes arms.json: both arms' means at
+    20,000 steps, F-GRPO − GRPO at k = 1 and k = m with its interval and per-seed values, and the
+    claim's verdict; docs/findings.md and the README give the same verdict and pass@1 change."""
+    committed = _published_arms()
+    claim = next(c for c in committed["claims"] if c["claim"].startswith("at App. K's horizon"))
+    if claim["verdict"] == "pending":
+        pytest.skip("the 20,000-step runs are not finished")
+    text = (ROOT / "docs" / "llm-maze-study.md").read_text()
+    para = text.split("**At App. K's horizon**", 1)[1].split("\n\n", 1)[0]
+    summary = {s["arm"]: s for s in committed["summary"]}
+    m = str(committed["tests"][0]["m"])
+    for arm in ("f-grpo-g0.5-20000", "grpo-20000"):
+        for k in ("1", m):
+            assert f"{_points(summary[arm]['pass_at_k'][k], signed=False)} %" in para, (arm, k)
+    for part in claim["parts"]:
+        t = next(t for t in committed["tests"] if (t["arm"], t["reference"], t["k"]) == (part["arm"], part["reference"], part["k"]))
+        said = (f"{_points(t['delta'])} points of pass@{t['k']}** [{_points(t['interval'][0])}, "
+                f"{_points(t['interval'][1])}]")
+        assert said in para, said
+        seeds = ", ".join(_points(v) for _, v in sorted(t["delta_per_seed"].items(), key=lambda kv: int(kv[0])))
+        assert f"per seed {seeds}" in para, seeds
+    assert f"**{claim['verdict']}**" in para
+    k1 = next(p for p in claim["parts"] if p["k"] == 1)
+    for page in ("docs/findings.md", "README.md"):
+        said = (ROOT / page).read_text()
+        assert f"{_points(k1['delta'])} points of pass@1" in said and f"**{claim['verdict']}**" in said, page
 
 
 def test_the_committed_summaries_say_what_their_runs_say():
